@@ -1,0 +1,42 @@
+//! `decoy validate`: load like `serve`, report every problem, fail if any mapping is rejected.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+use decoy::mapping::load::load_root;
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Directory holding `mappings/` and `__files/`.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    root_dir: PathBuf,
+    /// Treat warnings (unknown fields) as failures too.
+    #[arg(long)]
+    strict: bool,
+}
+
+pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let report = load_root(&args.root_dir)
+        .with_context(|| format!("cannot load mappings from {}", args.root_dir.display()))?;
+    for w in &report.warnings {
+        println!("warning: {w}");
+    }
+    for p in &report.problems {
+        println!("error: {p}");
+    }
+    println!(
+        "{} file(s): {} mapping(s) valid, {} rejected, {} warning(s)",
+        report.files,
+        report.mappings.len(),
+        report.rejected,
+        report.warnings.len()
+    );
+    let failed = report.rejected > 0 || (args.strict && !report.warnings.is_empty());
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

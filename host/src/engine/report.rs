@@ -1,0 +1,108 @@
+//! The "Request was not matched" report, in WireMock's plain-text layout.
+//!
+//! It is built only for unmatched requests. The closest mapping is the one with the
+//! smallest mean distance over its parts (method, URL, each header, query, body
+//! pattern...). With a large set only the index's candidates for the path are scored
+//! (they share its URL prefix), so an unmatched request never costs a full scan of
+//! thousands of mappings.
+
+use super::{MappingSet, text_plan};
+use crate::matching::request::DiffLine;
+use crate::plan::ResponsePlan;
+use crate::request::RequestSnapshot;
+
+const WIDTH: usize = 119;
+const LEFT: usize = 58;
+const FULL_SCAN_LIMIT: usize = 2000;
+
+pub fn not_matched_plan(
+    set: &MappingSet,
+    req: &RequestSnapshot,
+    scenario_state: impl Fn(&str) -> String,
+) -> ResponsePlan {
+    if set.is_empty() {
+        return text_plan(
+            404,
+            "No response could be served as there are no stub mappings in this WireMock instance."
+                .into(),
+        );
+    }
+    let mut candidates = Vec::new();
+    let pool: Vec<u32> = if set.len() <= FULL_SCAN_LIMIT {
+        (0..set.len() as u32).collect()
+    } else {
+        set.index.candidates(req.path(), &mut candidates);
+        if candidates.is_empty() {
+            (0..FULL_SCAN_LIMIT as u32).collect()
+        } else {
+            candidates
+        }
+    };
+    let closest = pool
+        .iter()
+        .map(|&rank| {
+            let m = &set.ranked[rank as usize];
+            let mut lines = m.request.diagnose(req);
+            if let Some(s) = &m.scenario
+                && let Some(required) = &s.required_state
+            {
+                let current = scenario_state(&s.name);
+                lines.push(DiffLine {
+                    expected: format!("[Scenario '{}' state: {required}]", s.name),
+                    actual: format!("[Scenario '{}' state: {current}]", s.name),
+                    note: "Scenario state does not match",
+                    distance: if *required == current { 0.0 } else { 1.0 },
+                });
+            }
+            let score = lines.iter().map(|l| l.distance).sum::<f64>() / lines.len().max(1) as f64;
+            (score, m, lines)
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let Some((_, mapping, lines)) = closest else {
+        return text_plan(404, "Request was not matched\n".into());
+    };
+    text_plan(
+        404,
+        render(mapping.name.as_deref().unwrap_or(&mapping.id), &lines),
+    )
+}
+
+fn render(title: &str, lines: &[DiffLine]) -> String {
+    let rule = "-".repeat(WIDTH);
+    let mut out = String::new();
+    out.push('\n');
+    out.push_str(&format!("{:>71}\n", "Request was not matched"));
+    out.push_str(&format!("{:>71}\n\n", "======================="));
+    out.push_str(&rule);
+    out.push('\n');
+    out.push_str(&format!(
+        "| {:<width$}| {:<width$}|\n",
+        "Closest stub",
+        "Request",
+        width = LEFT - 1
+    ));
+    out.push_str(&rule);
+    out.push('\n');
+    let blank = format!("{:<w$} |\n", "", w = LEFT);
+    out.push_str(&blank);
+    out.push_str(&format!("{:<w$} |\n", title, w = LEFT));
+    out.push_str(&blank);
+    for l in lines {
+        if l.distance == 0.0 {
+            out.push_str(&format!("{:<w$} | {}\n", l.expected, l.actual, w = LEFT));
+        } else {
+            out.push_str(&format!(
+                "{:<w$} | {:<r$}<<<<< {}\n",
+                l.expected,
+                l.actual,
+                l.note,
+                w = LEFT,
+                r = WIDTH - LEFT - 11
+            ));
+        }
+    }
+    out.push_str(&blank);
+    out.push_str(&rule);
+    out.push('\n');
+    out
+}

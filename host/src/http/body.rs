@@ -1,0 +1,95 @@
+//! The response body: the whole body at once, a dribble of chunks on a timer, or a
+//! stream that fails (how an HTTP/2 fault resets its stream).
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::Sleep;
+
+use crate::plan::ChunkedDribble;
+
+#[derive(Debug)]
+pub enum ResponseBody {
+    Full(Option<Bytes>),
+    Dribble {
+        chunks: VecDeque<Bytes>,
+        interval: Duration,
+        sleep: Option<Pin<Box<Sleep>>>,
+    },
+    Fail,
+}
+
+impl ResponseBody {
+    pub fn full(b: Bytes) -> Self {
+        ResponseBody::Full((!b.is_empty()).then_some(b))
+    }
+
+    /// Splits `body` into `d.chunks` pieces sent `d.total / d.chunks` apart.
+    pub fn dribble(body: Bytes, d: ChunkedDribble) -> Self {
+        let n = (d.chunks as usize).clamp(1, body.len().max(1));
+        let size = body.len().div_ceil(n).max(1);
+        let mut chunks = VecDeque::with_capacity(n);
+        let mut rest = body;
+        while !rest.is_empty() {
+            let take = size.min(rest.len());
+            chunks.push_back(rest.split_to(take));
+        }
+        ResponseBody::Dribble {
+            chunks,
+            interval: d.total / n as u32,
+            sleep: None,
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match self.get_mut() {
+            ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Fail => Poll::Ready(Some(Err(std::io::Error::other("simulated fault")))),
+            ResponseBody::Dribble {
+                chunks,
+                interval,
+                sleep,
+            } => {
+                if chunks.is_empty() {
+                    return Poll::Ready(None);
+                }
+                // The first chunk goes at once; each later one waits `interval`.
+                if let Some(s) = sleep
+                    && s.as_mut().poll(cx).is_pending()
+                {
+                    return Poll::Pending;
+                }
+                let chunk = chunks.pop_front();
+                *sleep = (!chunks.is_empty()).then(|| Box::pin(tokio::time::sleep(*interval)));
+                Poll::Ready(chunk.map(|c| Ok(Frame::data(c))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Full(b) => b.is_none(),
+            ResponseBody::Dribble { chunks, .. } => chunks.is_empty(),
+            ResponseBody::Fail => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            _ => SizeHint::default(),
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! decoy: a service-virtualization ("mock") engine that serves WireMock-format
+//! mappings, fast.
+//!
+//! # Layout
+//!
+//! A request flows top to bottom through these modules:
+//!
+//! - [`http`]: the transport. hyper accepts a connection, reads a request whole and
+//!   turns it into a [`request::RequestSnapshot`]; later it carries out the
+//!   [`plan::ResponsePlan`] it gets back (delay timers, dribbled bodies, faults).
+//! - [`engine`]: the live [`engine::MappingSet`] (swapped atomically on reload), the
+//!   candidate [`engine::index`] that keeps selection cost flat as mappings grow,
+//!   scenario states, and the "not matched" [`engine::report`].
+//! - [`matching`]: compiled request patterns and WireMock's value operators
+//!   (`equalTo` … `matchesXPath`), evaluated synchronously on the snapshot.
+//! - [`mapping`]: the immutable [`mapping::Mapping`] spec, parsed from JSON with a
+//!   path to every field so errors can say exactly where, and the root-directory
+//!   [`mapping::load`]er.
+//! - [`plan`]: the transport-neutral response plan and the delay/fault vocabulary, so
+//!   a message-queue transport can reuse matching and delays.
+//! - [`server`]: wiring for `decoy serve`: load, bind, spawn.
+//!
+//! The binary (`src/main.rs`, `src/commands/`) is a thin clap front end over these.
+
+pub mod engine;
+pub mod http;
+pub mod mapping;
+pub mod matching;
+pub mod plan;
+pub mod request;
+pub mod server;

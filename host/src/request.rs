@@ -1,0 +1,278 @@
+//! The owned request snapshot that every matcher reads.
+//!
+//! A transport (HTTP today, MQ later) turns what it received into a [`RequestSnapshot`]
+//! once; matching is then synchronous code over plain data, with no borrow of the
+//! connection and no `await`. Derived views (decoded query, cookies, form fields,
+//! multipart parts) are computed on first use and cached, because most requests never
+//! need them and the ones that do usually need them for several candidate mappings.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use http::HeaderMap;
+
+/// One received request, owned, transport-neutral.
+#[derive(Debug)]
+pub struct RequestSnapshot {
+    /// Upper-case method (`GET`); for a message transport, a verb such as `PUBLISH`.
+    pub method: String,
+    /// Path and query exactly as received, still percent-encoded (`/a%20b?x=1`).
+    pub url: String,
+    /// Length of the path part of `url` (everything before `?`).
+    path_len: usize,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// Host and port the client addressed (from `Host` or the HTTP/2 authority).
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub client_addr: Option<SocketAddr>,
+    query: OnceLock<Vec<(String, String)>>,
+    cookies: OnceLock<Vec<(String, String)>>,
+    form: OnceLock<Vec<(String, String)>>,
+    multipart: OnceLock<Vec<Part>>,
+}
+
+/// One part of a `multipart/*` body.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl RequestSnapshot {
+    pub fn new(method: impl Into<String>, url: impl Into<String>) -> Self {
+        let url = url.into();
+        let path_len = url.find('?').unwrap_or(url.len());
+        RequestSnapshot {
+            method: method.into(),
+            url,
+            path_len,
+            scheme: "http",
+            host: None,
+            port: None,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+            client_addr: None,
+            query: OnceLock::new(),
+            cookies: OnceLock::new(),
+            form: OnceLock::new(),
+            multipart: OnceLock::new(),
+        }
+    }
+
+    pub fn with_headers(mut self, headers: HeaderMap) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// The path, still percent-encoded, as WireMock matches it.
+    pub fn path(&self) -> &str {
+        &self.url[..self.path_len]
+    }
+
+    /// The raw query string without `?`, if there is one.
+    pub fn raw_query(&self) -> Option<&str> {
+        self.url.get(self.path_len + 1..)
+    }
+
+    /// Decoded query parameters in order of appearance (a name may repeat).
+    pub fn query(&self) -> &[(String, String)] {
+        self.query.get_or_init(|| match self.raw_query() {
+            Some(q) => form_urlencoded::parse(q.as_bytes()).into_owned().collect(),
+            None => Vec::new(),
+        })
+    }
+
+    pub fn query_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.query()
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// All values of a header, in order; a value that is not UTF-8 is read lossily.
+    pub fn header_values<'a>(&'a self, name: &str) -> Vec<std::borrow::Cow<'a, str>> {
+        self.headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()))
+            .collect()
+    }
+
+    pub fn header(&self, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+        self.headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()))
+    }
+
+    /// Cookies from every `Cookie` header.
+    pub fn cookies(&self) -> &[(String, String)] {
+        self.cookies.get_or_init(|| {
+            let mut out = Vec::new();
+            for value in self.headers.get_all(http::header::COOKIE) {
+                let text = String::from_utf8_lossy(value.as_bytes());
+                for pair in text.split(';') {
+                    let pair = pair.trim();
+                    if pair.is_empty() {
+                        continue;
+                    }
+                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                    out.push((k.trim().to_owned(), v.trim().to_owned()));
+                }
+            }
+            out
+        })
+    }
+
+    /// Fields of an `application/x-www-form-urlencoded` body.
+    pub fn form(&self) -> &[(String, String)] {
+        self.form
+            .get_or_init(|| form_urlencoded::parse(&self.body).into_owned().collect())
+    }
+
+    /// Parts of a `multipart/*` body; empty when the request is not multipart.
+    pub fn parts(&self) -> &[Part] {
+        self.multipart.get_or_init(|| {
+            let Some(ct) = self.header("content-type") else {
+                return Vec::new();
+            };
+            match multipart_boundary(&ct) {
+                Some(boundary) => parse_multipart(&self.body, &boundary),
+                None => Vec::new(),
+            }
+        })
+    }
+
+    pub fn body_text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.body)
+    }
+}
+
+fn multipart_boundary(content_type: &str) -> Option<String> {
+    let mut params = content_type.split(';');
+    let mime = params.next()?.trim().to_ascii_lowercase();
+    if !mime.starts_with("multipart/") {
+        return None;
+    }
+    params.find_map(|p| {
+        let (k, v) = p.trim().split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("boundary")
+            .then(|| v.trim().trim_matches('"').to_owned())
+    })
+}
+
+/// A small, lenient multipart parser (RFC 2046): enough to match on, never panics.
+fn parse_multipart(body: &[u8], boundary: &str) -> Vec<Part> {
+    let delimiter = format!("--{boundary}");
+    let delim = delimiter.as_bytes();
+    let mut parts = Vec::new();
+    let mut rest = match find(body, delim) {
+        Some(i) => &body[i + delim.len()..],
+        None => return parts,
+    };
+    loop {
+        if rest.starts_with(b"--") {
+            break;
+        }
+        rest = rest.strip_prefix(b"\r\n").unwrap_or(rest);
+        let Some(end) = find(rest, delim) else { break };
+        let mut chunk = &rest[..end];
+        chunk = chunk.strip_suffix(b"\r\n").unwrap_or(chunk);
+        let (head, content) = match find(chunk, b"\r\n\r\n") {
+            Some(i) => (&chunk[..i], &chunk[i + 4..]),
+            None if chunk.starts_with(b"\r\n") => (&chunk[..0], &chunk[2..]),
+            None => (chunk, &chunk[chunk.len()..]),
+        };
+        let mut headers = HeaderMap::new();
+        for line in String::from_utf8_lossy(head).split("\r\n") {
+            if let Some((k, v)) = line.split_once(':')
+                && let (Ok(name), Ok(value)) = (
+                    http::HeaderName::from_bytes(k.trim().as_bytes()),
+                    http::HeaderValue::from_str(v.trim()),
+                )
+            {
+                headers.append(name, value);
+            }
+        }
+        parts.push(Part {
+            headers,
+            body: Bytes::copy_from_slice(content),
+        });
+        rest = &rest[end + delim.len()..];
+    }
+    parts
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || haystack.len() < needle.len() {
+        return None;
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_path_and_decodes_query() {
+        let r = RequestSnapshot::new("GET", "/a%20b?x=1&y=hello%20world&x=2");
+        assert_eq!(r.path(), "/a%20b");
+        assert_eq!(r.query_values("x").collect::<Vec<_>>(), ["1", "2"]);
+        assert_eq!(r.query_values("y").collect::<Vec<_>>(), ["hello world"]);
+    }
+
+    #[test]
+    fn parses_cookies_from_several_headers() {
+        let mut h = HeaderMap::new();
+        h.append("cookie", "a=1; b=2".parse().unwrap());
+        h.append("cookie", "c=3".parse().unwrap());
+        let r = RequestSnapshot::new("GET", "/").with_headers(h);
+        assert_eq!(r.cookies().len(), 3);
+        assert_eq!(r.cookies()[2], ("c".into(), "3".into()));
+    }
+
+    #[test]
+    fn parses_multipart_parts_with_headers() {
+        let body = "--XyZ\r\nContent-Disposition: form-data; name=\"info\"\r\nContent-Type: application/json\r\n\r\n{\"a\":1}\r\n--XyZ\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nhello\r\n--XyZ--\r\n";
+        let mut h = HeaderMap::new();
+        h.insert(
+            "content-type",
+            "multipart/form-data; boundary=XyZ".parse().unwrap(),
+        );
+        let r = RequestSnapshot::new("POST", "/up")
+            .with_headers(h)
+            .with_body(body);
+        let parts = r.parts();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(&parts[0].body[..], b"{\"a\":1}");
+        assert_eq!(
+            parts[1].headers["content-disposition"],
+            "form-data; name=\"file\""
+        );
+        assert_eq!(&parts[1].body[..], b"hello");
+    }
+
+    #[test]
+    fn multipart_parser_survives_garbage() {
+        for body in [
+            "",
+            "--b",
+            "--b\r\n",
+            "--b\r\nno-end",
+            "--b--",
+            "x--b\r\n\r\n--b",
+        ] {
+            let _ = parse_multipart(body.as_bytes(), "b");
+        }
+    }
+}
