@@ -205,7 +205,7 @@ pub fn text_plan(status: u16, body: String) -> ResponsePlan {
         status_message: None,
         headers: Arc::from(vec![(
             HeaderName::from_static("content-type"),
-            HeaderValue::from_static("text/plain"),
+            HeaderValue::from_static("text/plain;charset=UTF-8"),
         )]),
         body: Bytes::from(body),
         delay: std::time::Duration::ZERO,

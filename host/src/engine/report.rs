@@ -52,9 +52,11 @@ pub fn not_matched_plan(
                     actual: format!("[Scenario '{}' state: {current}]", s.name),
                     note: "Scenario state does not match",
                     distance: if *required == current { 0.0 } else { 1.0 },
+                    weight: 1.0,
                 });
             }
-            let score = lines.iter().map(|l| l.distance).sum::<f64>() / lines.len().max(1) as f64;
+            let weights: f64 = lines.iter().map(|l| l.weight).sum();
+            let score = lines.iter().map(|l| l.distance * l.weight).sum::<f64>() / weights.max(1.0);
             (score, m, lines)
         })
         .min_by(|a, b| a.0.total_cmp(&b.0));
@@ -71,8 +73,8 @@ fn render(title: &str, lines: &[DiffLine]) -> String {
     let rule = "-".repeat(WIDTH);
     let mut out = String::new();
     out.push('\n');
-    out.push_str(&format!("{:>71}\n", "Request was not matched"));
-    out.push_str(&format!("{:>71}\n\n", "======================="));
+    out.push_str(&format!("{:>70}\n", "Request was not matched"));
+    out.push_str(&format!("{:>70}\n\n", "======================="));
     out.push_str(&rule);
     out.push('\n');
     out.push_str(&format!(
@@ -87,7 +89,12 @@ fn render(title: &str, lines: &[DiffLine]) -> String {
     out.push_str(&blank);
     out.push_str(&format!("{:<w$} |\n", title, w = LEFT));
     out.push_str(&blank);
-    for l in lines {
+    // Method and URL form the first group; each other kind of part (headers, query,
+    // body...) its own, with a blank row after every group, as WireMock lays it out.
+    for (i, l) in lines.iter().enumerate() {
+        if i >= 2 && lines[i - 1].note != l.note {
+            out.push_str(&blank);
+        }
         if l.distance == 0.0 {
             out.push_str(&format!("{:<w$} | {}\n", l.expected, l.actual, w = LEFT));
         } else {
@@ -97,10 +104,11 @@ fn render(title: &str, lines: &[DiffLine]) -> String {
                 l.actual,
                 l.note,
                 w = LEFT,
-                r = WIDTH - LEFT - 11
+                r = 52
             ));
         }
     }
+    out.push_str(&blank);
     out.push_str(&blank);
     out.push_str(&rule);
     out.push('\n');

@@ -439,8 +439,7 @@ pub fn resolve_body_file(files_dir: &Path, name: &str) -> Result<PathBuf, String
     let full = files_dir.join(rel);
     if !full.is_file() {
         return Err(format!(
-            "body file {name:?} not found in {}",
-            files_dir.display()
+            "body file {name:?} not found: __files/{name} does not exist"
         ));
     }
     // A symlink inside __files may still point outside it.

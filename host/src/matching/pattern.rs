@@ -83,12 +83,9 @@ pub enum StringPattern {
     EqualToJson(JsonEquality),
     MatchesJsonPath {
         expression: String,
-        path: serde_json_path::JsonPath,
+        path: JsonPathQuery,
         /// Jayway's trailing `.length()` / `.size()`: the result is the length.
         length: bool,
-        /// A filter at the root (`$[?(...)]`), which Jayway applies to the root
-        /// object itself.
-        root_filter: bool,
         sub: Option<Box<StringPattern>>,
     },
     MatchesJsonSchema(Box<jsonschema::Validator>),
@@ -300,21 +297,11 @@ impl StringPattern {
             StringPattern::Anything => true,
             StringPattern::EqualToJson(eq) => a.json().is_some_and(|v| eq.matches(v)),
             StringPattern::MatchesJsonPath {
-                path,
-                sub,
-                length,
-                root_filter,
-                ..
+                path, sub, length, ..
             } => {
                 let Some(doc) = a.json() else { return false };
-                let wrapped;
-                let doc = if *root_filter && !doc.is_array() {
-                    wrapped = Value::Array(vec![doc.clone()]);
-                    &wrapped
-                } else {
-                    doc
-                };
-                let nodes = path.query(doc).all();
+                let owned = path.query(doc);
+                let nodes: Vec<&Value> = owned.iter().collect();
                 let len_value;
                 let nodes = if *length {
                     let Some(n) = (match nodes.as_slice() {
@@ -466,8 +453,17 @@ fn flag(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<bool> {
 
 /// WireMock's `matches` is Java's `Matcher.matches()`: the whole value must match.
 pub fn full_regex(pattern: &str, path: &str) -> FieldResult<Regex> {
-    Regex::new(&format!("^(?:{pattern})$"))
-        .map_err(|e| FieldError::new(path, format!("invalid regular expression {pattern:?}: {e}")))
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|_| {
+        // Report the error of the pattern as written, so positions are the user's.
+        let reason = match Regex::new(pattern) {
+            Err(e) => e.to_string(),
+            Ok(_) => "it cannot be anchored to match a whole value".to_owned(),
+        };
+        FieldError::new(
+            path,
+            format!("invalid regular expression {pattern:?}: {reason}"),
+        )
+    })
 }
 
 fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
@@ -501,15 +497,64 @@ fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
         }
     };
     let (rfc, length) = jayway_to_rfc9535(&expression);
-    let compiled = serde_json_path::JsonPath::parse(&rfc)
+    let compiled = JsonPathQuery::parse(&rfc)
         .map_err(|e| FieldError::new(path, format!("invalid JSONPath {expression:?}: {e}")))?;
     Ok(StringPattern::MatchesJsonPath {
-        root_filter: rfc.starts_with("$[?"),
         expression,
         path: compiled,
         length,
         sub,
     })
+}
+
+/// A JSONPath with Jayway's reading of filters: in Jayway, `$.order[?(@.qty > 1)]`
+/// applied to an *object* `order` tests the object itself (RFC 9535 would test its
+/// members). So the expression is split at its first filter: the part before selects
+/// nodes, and the filter (with the rest of the path) runs on each node, wrapped in an
+/// array when it is not one.
+#[derive(Debug)]
+pub enum JsonPathQuery {
+    Plain(serde_json_path::JsonPath),
+    Filtered {
+        before: serde_json_path::JsonPath,
+        filter: serde_json_path::JsonPath,
+    },
+}
+
+impl JsonPathQuery {
+    fn parse(rfc: &str) -> Result<Self, serde_json_path::ParseError> {
+        let whole = serde_json_path::JsonPath::parse(rfc)?;
+        let Some(start) = rfc.find("[?") else {
+            return Ok(JsonPathQuery::Plain(whole));
+        };
+        let (before, filter) = rfc.split_at(start);
+        let before = if before.is_empty() { "$" } else { before };
+        match (
+            serde_json_path::JsonPath::parse(before),
+            serde_json_path::JsonPath::parse(&format!("${filter}")),
+        ) {
+            (Ok(before), Ok(filter)) => Ok(JsonPathQuery::Filtered { before, filter }),
+            _ => Ok(JsonPathQuery::Plain(whole)),
+        }
+    }
+
+    fn query(&self, doc: &Value) -> Vec<Value> {
+        match self {
+            JsonPathQuery::Plain(p) => p.query(doc).all().into_iter().cloned().collect(),
+            JsonPathQuery::Filtered { before, filter } => {
+                let mut out = Vec::new();
+                for node in before.query(doc).all() {
+                    if node.is_array() {
+                        out.extend(filter.query(node).all().into_iter().cloned());
+                    } else {
+                        let wrapped = Value::Array(vec![node.clone()]);
+                        out.extend(filter.query(&wrapped).all().into_iter().cloned());
+                    }
+                }
+                out
+            }
+        }
+    }
 }
 
 /// WireMock uses Jayway JsonPath; `serde_json_path` implements RFC 9535. The common

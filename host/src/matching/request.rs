@@ -183,6 +183,20 @@ impl MultiValuePattern {
         }
     }
 
+    /// 0.0 when matching, else how far the closest value is (for reports).
+    pub fn distance(&self, values: &[&str]) -> f64 {
+        if self.matches(values) {
+            return 0.0;
+        }
+        match self {
+            MultiValuePattern::Single(p) if !values.is_empty() => values
+                .iter()
+                .map(|v| p.distance(Some(&Actual::new(v))))
+                .fold(1.0, f64::min),
+            _ => 1.0,
+        }
+    }
+
     pub fn describe(&self) -> String {
         let list = |ps: &[StringPattern]| {
             ps.iter()
@@ -536,52 +550,52 @@ impl RequestPattern {
             expected: method.to_owned(),
             actual: req.method.clone(),
             note: "HTTP method does not match",
+            weight: 3.0,
             distance: if self.method.as_ref().is_none_or(|m| *m == req.method) {
                 0.0
             } else {
                 1.0
             },
         });
-        let (expected_url, actual_url) = match &self.url {
-            UrlMatcher::Any => ("[any URL]".to_owned(), req.url.clone()),
-            UrlMatcher::Url(u) => (u.clone(), req.url.clone()),
-            UrlMatcher::UrlPattern(r) => (format!("[regex] {}", strip(r)), req.url.clone()),
-            UrlMatcher::Path(p) => (p.clone(), req.path().to_owned()),
-            UrlMatcher::PathPattern(r) => {
-                (format!("[path regex] {}", strip(r)), req.path().to_owned())
-            }
-            UrlMatcher::PathTemplate(t) => {
-                (format!("[path template] {}", t.text), req.path().to_owned())
-            }
+        let (expected_url, compared) = match &self.url {
+            UrlMatcher::Any => ("[any URL]".to_owned(), req.url.as_str()),
+            UrlMatcher::Url(u) => (u.clone(), req.url.as_str()),
+            UrlMatcher::UrlPattern(r) => (format!("[regex] {}", strip(r)), req.url.as_str()),
+            UrlMatcher::Path(p) => (format!("[path] {p}"), req.path()),
+            UrlMatcher::PathPattern(r) => (format!("[path regex] {}", strip(r)), req.path()),
+            UrlMatcher::PathTemplate(t) => (format!("[path template] {}", t.text), req.path()),
         };
-        let url_ok = self.url_matches(req);
-        let url_distance = if url_ok {
+        let url_distance = if self.url_matches(req) {
             0.0
         } else {
             match &self.url {
                 UrlMatcher::Url(u) | UrlMatcher::Path(u) => {
-                    1.0 - strsim::normalized_levenshtein(u, &actual_url)
+                    1.0 - strsim::normalized_levenshtein(u, compared)
                 }
                 _ => 1.0,
             }
         };
+        // The request side always shows the whole URL, as WireMock does.
+        let actual_url = req.url.clone();
         lines.push(DiffLine {
             expected: expected_url,
             actual: actual_url,
             note: "URL does not match",
             distance: url_distance,
+            weight: 10.0,
         });
         for (name, p) in &self.headers {
             let values = req.header_values(name);
             let refs: Vec<&str> = values.iter().map(|c| c.as_ref()).collect();
             lines.push(DiffLine {
-                expected: format!("{}: {}", display_header(name), p.describe()),
+                expected: labelled(&display_header(name), &p.describe()),
                 actual: match refs.as_slice() {
                     [] => String::new(),
                     vs => format!("{}: {}", display_header(name), vs.join(", ")),
                 },
                 note: "Header does not match",
-                distance: if p.matches(&refs) { 0.0 } else { 1.0 },
+                weight: 1.0,
+                distance: p.distance(&refs),
             });
         }
         for (name, p) in &self.query {
@@ -594,7 +608,8 @@ impl RequestPattern {
                     format!("{name}: {}", values.join(", "))
                 },
                 note: "Query does not match",
-                distance: if p.matches(&values) { 0.0 } else { 1.0 },
+                weight: 1.0,
+                distance: p.distance(&values),
             });
         }
         for (name, p) in &self.cookies {
@@ -607,6 +622,7 @@ impl RequestPattern {
                 expected: format!("Cookie: {name} = {}", p.describe()),
                 actual: value.map(|v| format!("{name}={v}")).unwrap_or_default(),
                 note: "Cookie does not match",
+                weight: 1.0,
                 distance: p.distance(value.map(Actual::new).as_ref()),
             });
         }
@@ -621,6 +637,7 @@ impl RequestPattern {
                 expected: format!("Form: {name} = {}", p.describe()),
                 actual: values.join(", "),
                 note: "Form field does not match",
+                weight: 1.0,
                 distance: if p.matches(&values) { 0.0 } else { 1.0 },
             });
         }
@@ -632,6 +649,7 @@ impl RequestPattern {
                     expected: p.describe(),
                     actual: text.to_string(),
                     note: "Body does not match",
+                    weight: 1.0,
                     distance: p.distance(Some(&actual)),
                 });
             }
@@ -641,6 +659,7 @@ impl RequestPattern {
                 expected: "[multipart]".into(),
                 actual: format!("{} parts", req.parts().len()),
                 note: "Multipart does not match",
+                weight: 1.0,
                 distance: if mp.matches(req) { 0.0 } else { 1.0 },
             });
         }
@@ -656,6 +675,9 @@ pub struct DiffLine {
     pub note: &'static str,
     /// 0.0 when this part matched.
     pub distance: f64,
+    /// How much this part counts towards "closest": as in WireMock, the URL weighs
+    /// most, then the method, then each other part.
+    pub weight: f64,
 }
 
 fn strip(r: &Regex) -> &str {
@@ -663,6 +685,18 @@ fn strip(r: &Regex) -> &str {
     s.strip_prefix("^(?:")
         .and_then(|s| s.strip_suffix(")$"))
         .unwrap_or(s)
+}
+
+/// WireMock's report style: `Accept: text/plain` for equality, `Accept [matches] : x.*`
+/// for other operators.
+fn labelled(name: &str, description: &str) -> String {
+    match description
+        .strip_prefix('[')
+        .and_then(|d| d.split_once("] "))
+    {
+        Some((op, rest)) => format!("{name} [{op}] : {rest}"),
+        None => format!("{name}: {description}"),
+    }
 }
 
 /// `content-type` -> `Content-Type`, for reports.

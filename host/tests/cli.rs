@@ -1,0 +1,216 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The `decoy` binary as a user runs it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+
+fn decoy() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_decoy"))
+}
+
+fn root(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+const GOOD: &str = r#"{"request": {"method": "GET", "url": "/hi"}, "response": {"body": "hello"}}"#;
+const BAD: &str = r#"{"name": "broken", "request": {"urlPattern": "([a-z"}}"#;
+
+fn http_get(port: u16, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn serve_on_port_zero_prints_the_address_and_counts_then_answers() {
+    let dir = root(&[("mappings/good.json", GOOD), ("mappings/sub/bad.json", BAD)]);
+    let mut child = decoy()
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--bind-address",
+            "127.0.0.1",
+            "--root-dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening on http://127.0.0.1:"), "{line}");
+    assert!(line.contains("(mappings: 1 loaded, 1 rejected)"), "{line}");
+    let port: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let answer = http_get(port, "/hi");
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(answer.ends_with("hello"), "{answer}");
+    child.kill().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains("rejected: mappings/sub/bad.json: mapping #0 (name \"broken\"): request.urlPattern: invalid regular expression"),
+        "{err}"
+    );
+    let _ = child.wait();
+}
+
+#[test]
+fn strict_serve_refuses_to_start_with_a_rejected_mapping() {
+    let dir = root(&[("mappings/good.json", GOOD), ("mappings/bad.json", BAD)]);
+    let out = decoy()
+        .args(["serve", "--strict", "--port", "0", "--root-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 mapping(s) rejected and --strict is set"),
+        "{err}"
+    );
+    assert!(err.contains("mappings/bad.json"), "{err}");
+}
+
+#[test]
+fn validate_exits_non_zero_and_lists_every_problem() {
+    let dir = root(&[
+        ("mappings/good.json", GOOD),
+        ("mappings/bad.json", BAD),
+        ("mappings/not-json.json", "{ nope"),
+        (
+            "mappings/typo.json",
+            r#"{"request": {"urlPath": "/t", "hedaers": {}}}"#,
+        ),
+    ]);
+    let out = decoy()
+        .args(["validate", "--root-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("error: mappings/bad.json: mapping #0 (name \"broken\"): request.urlPattern"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "error: mappings/not-json.json: not valid JSON: key must be a string at line 1 column 3"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("warning: mappings/typo.json: mapping #0: request.hedaers: unknown field, ignored (did you mean \"headers\"?)"), "{text}");
+    assert!(
+        text.contains("4 file(s): 2 mapping(s) valid, 2 rejected, 1 warning(s)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn validate_passes_a_clean_root_and_strict_fails_on_warnings() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let out = decoy()
+        .args(["validate", "--root-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let dir = root(&[(
+        "mappings/typo.json",
+        r#"{"request": {"urlPath": "/t"}, "respons": {}}"#,
+    )]);
+    let out = decoy()
+        .args(["validate", "--strict", "--root-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_missing_root_directory_is_a_clear_error() {
+    let out = decoy()
+        .args(["validate", "--root-dir", "/nonexistent/decoy-root"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("root directory /nonexistent/decoy-root does not exist"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_explains_the_flags() {
+    let out = decoy().args(["serve", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--root-dir",
+        "--port",
+        "--bind-address",
+        "--https-port",
+        "--verbose",
+        "--strict",
+    ] {
+        assert!(text.contains(flag), "{flag} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn wiremock_runner_flags_are_accepted() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let mut child = decoy()
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--no-request-journal",
+            "--disable-request-logging",
+            "--async-response-enabled=true",
+            "--disable-banner",
+            "--root-dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Replays every fixture folder under tests/fixtures against real WireMock.
+
+The fixture runner in host/tests/fixtures.rs checks decoy against requests.json;
+this script checks WireMock against the same file, so the expected answers are
+known to be WireMock's own. Usage:
+
+    tests/wiremock-compat.py path/to/wiremock-standalone-3.13.2.jar
+
+(`npm install wiremock@3.13.2` ships the jar in node_modules/wiremock/build/.)
+Exits non-zero when WireMock disagrees with a fixture.
+"""
+import http.client
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(port, req):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    body = req.get("body", "").encode()
+    conn.request(req.get("method", "GET"), req["url"], body=body, headers=req.get("headers", {}))
+    resp = conn.getresponse()
+    data = resp.read().decode("utf-8", "replace")
+    headers = {k.lower(): v for k, v in resp.getheaders()[::-1]}  # first value wins
+    conn.close()
+    return resp.status, headers, data
+
+
+def check(case, status, headers, body):
+    exp = case["expect"]
+    problems = []
+    if status != exp["status"]:
+        problems.append(f"status {status}, expected {exp['status']}")
+    for k, v in exp.get("headers", {}).items():
+        if k.lower() == "matched-stub-id":
+            continue  # WireMock only sends it in some configurations
+        if headers.get(k.lower()) != v:
+            problems.append(f"header {k}: {headers.get(k.lower())!r}, expected {v!r}")
+    if "body" in exp and body != exp["body"]:
+        problems.append(f"body {body!r}, expected {exp['body']!r}")
+    for part in exp.get("bodyContains", []):
+        if part not in body:
+            problems.append(f"body lacks {part!r}")
+    return problems
+
+
+def main():
+    jar = sys.argv[1]
+    failures = 0
+    for fixture in sorted(pathlib.Path(__file__).parent.joinpath("fixtures").iterdir()):
+        port = free_port()
+        proc = subprocess.Popen(
+            ["java", "-jar", jar, "--port", str(port), "--bind-address", "127.0.0.1",
+             "--root-dir", str(fixture), "--disable-banner", "--disable-gzip"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 60
+            while True:
+                try:
+                    if request(port, {"url": "/__admin/health"})[0] == 200:
+                        break
+                except OSError:
+                    pass
+                if time.time() > deadline:
+                    raise SystemExit(f"WireMock did not start for {fixture}")
+                time.sleep(0.2)
+            cases = json.loads(fixture.joinpath("requests.json").read_text())
+            for i, case in enumerate(cases):
+                problems = check(case, *request(port, case["request"]))
+                label = f"{fixture.name} case {i} ({case['request'].get('method', 'GET')} {case['request']['url']})"
+                if problems:
+                    failures += 1
+                    print(f"DIFFERS {label}: " + "; ".join(problems))
+                else:
+                    print(f"same    {label}")
+        finally:
+            proc.terminate()
+            proc.wait()
+    if failures:
+        raise SystemExit(f"{failures} case(s) where WireMock disagrees with the fixtures")
+
+
+if __name__ == "__main__":
+    main()
