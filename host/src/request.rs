@@ -23,9 +23,10 @@ pub struct RequestSnapshot {
     path_len: usize,
     /// `http` or `https`.
     pub scheme: &'static str,
-    /// Host and port the client addressed (from `Host` or the HTTP/2 authority).
-    pub host: Option<String>,
-    pub port: Option<u16>,
+    /// The authority of an absolute request URI (HTTP/2 `:authority`); when absent,
+    /// [`RequestSnapshot::host_port`] reads the `Host` header instead, so HTTP/1
+    /// requests pay nothing for it unless a mapping asks.
+    pub authority: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
     pub client_addr: Option<SocketAddr>,
@@ -51,8 +52,7 @@ impl RequestSnapshot {
             url,
             path_len,
             scheme: "http",
-            host: None,
-            port: None,
+            authority: None,
             headers: HeaderMap::new(),
             body: Bytes::new(),
             client_addr: None,
@@ -71,6 +71,26 @@ impl RequestSnapshot {
     pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
         self
+    }
+
+    /// Host and port the client addressed; the port defaults from the scheme.
+    pub fn host_port(&self) -> Option<(String, u16)> {
+        let authority = match &self.authority {
+            Some(a) => a.clone(),
+            None => self.header("host")?.into_owned(),
+        };
+        let default = if self.scheme == "https" { 443 } else { 80 };
+        // `[::1]:8080`, `host:8080`, `host`
+        if let Some(rest) = authority.strip_prefix('[')
+            && let Some((h, p)) = rest.split_once(']')
+        {
+            let port = p.strip_prefix(':').and_then(|p| p.parse().ok());
+            return Some((h.to_owned(), port.unwrap_or(default)));
+        }
+        match authority.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => Some((h.to_owned(), p.parse().unwrap_or(default))),
+            _ => Some((authority, default)),
+        }
     }
 
     /// The path, still percent-encoded, as WireMock matches it.
@@ -229,6 +249,18 @@ mod tests {
         assert_eq!(r.path(), "/a%20b");
         assert_eq!(r.query_values("x").collect::<Vec<_>>(), ["1", "2"]);
         assert_eq!(r.query_values("y").collect::<Vec<_>>(), ["hello world"]);
+    }
+
+    #[test]
+    fn host_and_port_come_from_the_authority_or_the_host_header() {
+        let mut h = HeaderMap::new();
+        h.insert("host", "api.example.com:8443".parse().unwrap());
+        let r = RequestSnapshot::new("GET", "/").with_headers(h);
+        assert_eq!(r.host_port(), Some(("api.example.com".into(), 8443)));
+        let mut r = RequestSnapshot::new("GET", "/");
+        r.authority = Some("[::1]".into());
+        assert_eq!(r.host_port(), Some(("::1".into(), 80)));
+        assert_eq!(RequestSnapshot::new("GET", "/").host_port(), None);
     }
 
     #[test]

@@ -13,7 +13,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 fn ctx() -> ParseContext {
-    ParseContext { files_dir: "/nonexistent/__files".into() }
+    ParseContext {
+        files_dir: "/nonexistent/__files".into(),
+    }
 }
 
 fn arb_json() -> impl Strategy<Value = Value> {
@@ -24,25 +26,55 @@ fn arb_json() -> impl Strategy<Value = Value> {
         any::<f64>().prop_map(|f| json!(f)),
         "[a-zA-Z0-9${}\\[\\]().*?+|^/@:= -]{0,12}".prop_map(Value::String),
         prop_oneof![
-            Just("request"), Just("response"), Just("url"), Just("urlPathPattern"), Just("equalTo"),
-            Just("matchesJsonPath"), Just("matchesXPath"), Just("bodyPatterns"), Just("headers"),
+            Just("request"),
+            Just("response"),
+            Just("url"),
+            Just("urlPathPattern"),
+            Just("equalTo"),
+            Just("matchesJsonPath"),
+            Just("matchesXPath"),
+            Just("bodyPatterns"),
+            Just("headers"),
         ]
         .prop_map(|s| Value::String(s.to_owned())),
     ];
     leaf.prop_recursive(4, 40, 6, |inner| {
         let key = prop_oneof![
-            Just("request"), Just("response"), Just("method"), Just("url"), Just("urlPattern"),
-            Just("urlPath"), Just("urlPathTemplate"), Just("pathParameters"), Just("headers"),
-            Just("queryParameters"), Just("bodyPatterns"), Just("equalTo"), Just("matches"),
-            Just("equalToJson"), Just("matchesJsonPath"), Just("matchesXPath"), Just("and"),
-            Just("not"), Just("status"), Just("body"), Just("jsonBody"), Just("fault"),
-            Just("delayDistribution"), Just("chunkedDribbleDelay"), Just("priority"),
-            Just("scenarioName"), Just("hasExactly"), Just("expression"), Just("type"),
+            Just("request"),
+            Just("response"),
+            Just("method"),
+            Just("url"),
+            Just("urlPattern"),
+            Just("urlPath"),
+            Just("urlPathTemplate"),
+            Just("pathParameters"),
+            Just("headers"),
+            Just("queryParameters"),
+            Just("bodyPatterns"),
+            Just("equalTo"),
+            Just("matches"),
+            Just("equalToJson"),
+            Just("matchesJsonPath"),
+            Just("matchesXPath"),
+            Just("and"),
+            Just("not"),
+            Just("status"),
+            Just("body"),
+            Just("jsonBody"),
+            Just("fault"),
+            Just("delayDistribution"),
+            Just("chunkedDribbleDelay"),
+            Just("priority"),
+            Just("scenarioName"),
+            Just("hasExactly"),
+            Just("expression"),
+            Just("type"),
         ];
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::vec((key, inner), 0..5)
-                .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+            prop::collection::vec((key, inner), 0..5).prop_map(|kv| Value::Object(
+                kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+            )),
         ]
     })
 }

@@ -93,17 +93,10 @@ fn key_of(url: &UrlMatcher) -> Key {
         UrlMatcher::Url(u) => Key::Exact(u.split('?').next().unwrap_or(u).to_owned()),
         UrlMatcher::Path(p) => Key::Exact(p.clone()),
         UrlMatcher::UrlPattern(re) | UrlMatcher::PathPattern(re) => {
-            Key::Prefix(regex_literal_prefix(user_pattern(re.as_str())))
+            Key::Prefix(regex_literal_prefix(re.as_str()))
         }
         UrlMatcher::PathTemplate(t) => Key::Prefix(t.literal_prefix()),
     }
-}
-
-/// Undoes the `^(?:…)$` wrapping that full-match compilation adds.
-fn user_pattern(s: &str) -> &str {
-    s.strip_prefix("^(?:")
-        .and_then(|s| s.strip_suffix(")$"))
-        .unwrap_or(s)
 }
 
 /// The literal text every match of `pattern` must start with. Conservative: it stops

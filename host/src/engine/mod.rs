@@ -188,7 +188,7 @@ pub fn plan_for(m: &Mapping) -> ResponsePlan {
     ResponsePlan {
         status: r.status,
         status_message: r.status_message.clone(),
-        headers: r.headers.clone(),
+        headers: m.served_headers.clone(),
         body: r.body.clone(),
         delay,
         dribble: r.dribble,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version};
+use http::{Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -205,22 +205,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let mut snap = RequestSnapshot::new(parts.method.as_str(), url);
     snap.scheme = conn.scheme;
     snap.client_addr = Some(conn.peer);
-    let authority = parts
-        .uri
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| {
-            parts
-                .headers
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned)
-        });
-    if let Some(a) = authority {
-        let (host, port) = split_host_port(&a);
-        snap.host = Some(host.to_owned());
-        snap.port = port.or(Some(if conn.scheme == "https" { 443 } else { 80 }));
-    }
+    snap.authority = parts.uri.authority().map(|a| a.as_str().to_owned());
     let snap = snap.with_headers(parts.headers).with_body(body);
 
     let outcome = conn.engine.respond(&snap);
@@ -277,30 +262,7 @@ fn render(plan: ResponsePlan, version: Version) -> Response<ResponseBody> {
     for (name, value) in plan.headers.iter() {
         headers.append(name.clone(), value.clone());
     }
-    if let Some(id) = plan.mapping_id
-        && let Ok(v) = HeaderValue::from_str(&id)
-    {
-        headers.insert(HeaderName::from_static("matched-stub-id"), v);
-    }
-    if let Some(name) = plan.mapping_name
-        && let Ok(v) = HeaderValue::from_str(&name)
-    {
-        headers.insert(HeaderName::from_static("matched-stub-name"), v);
-    }
     resp
-}
-
-fn split_host_port(authority: &str) -> (&str, Option<u16>) {
-    // `[::1]:8080`, `host:8080`, `host`
-    if let Some(rest) = authority.strip_prefix('[')
-        && let Some((h, p)) = rest.split_once(']')
-    {
-        return (h, p.strip_prefix(':').and_then(|p| p.parse().ok()));
-    }
-    match authority.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') => (h, p.parse().ok()),
-        _ => (authority, None),
-    }
 }
 
 /// Binds a listener; `port` 0 picks a free port.
@@ -318,16 +280,4 @@ pub async fn bind(addr: &str, port: u16) -> std::io::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(SocketAddr::new(ip, port))?;
     socket.listen(4096)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_authorities() {
-        assert_eq!(split_host_port("localhost:8080"), ("localhost", Some(8080)));
-        assert_eq!(split_host_port("example.com"), ("example.com", None));
-        assert_eq!(split_host_port("[::1]:9"), ("::1", Some(9)));
-    }
 }

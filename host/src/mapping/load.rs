@@ -106,7 +106,9 @@ pub fn mapping_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
             }
         }
     }
-    out.sort();
+    // Byte order of the path text: as deterministic as component order, and much
+    // cheaper for 10,000 files.
+    out.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     Ok(out)
 }
 
@@ -136,6 +138,7 @@ pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
             return out;
         }
     };
+    let single_stub = value.get("mappings").is_none();
     let stubs = match stubs_in_file(&value) {
         Ok(s) => s,
         Err(e) => {
@@ -148,6 +151,9 @@ pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
             return out;
         }
     };
+    // Exact capacity: a `Mapping` is large, and growing a vector per file doubles
+    // what a root of many small files holds while it loads.
+    out.mappings.reserve_exact(stubs.len());
     for (index, stub) in stubs.into_iter().enumerate() {
         let stub_ref = || StubRef {
             index,
@@ -163,7 +169,11 @@ pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
             file: rel.to_path_buf(),
             index,
         };
-        match Mapping::parse(stub, ctx, Some(source), &mut warnings) {
+        // A one-stub file keeps its text as written (no re-serialising).
+        let as_written = single_stub
+            .then(|| std::str::from_utf8(&text).ok().map(str::trim))
+            .flatten();
+        match Mapping::parse_with_text(stub, as_written, ctx, Some(source), &mut warnings) {
             Ok(m) => out.mappings.push(m),
             Err(errors) => {
                 out.rejected += 1;
@@ -220,6 +230,7 @@ pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
     });
     let mut report = LoadReport {
         files: files.len(),
+        mappings: Vec::with_capacity(loads.iter().map(|l| l.mappings.len()).sum()),
         ..LoadReport::default()
     };
     for l in loads {

@@ -39,6 +39,9 @@ pub struct Mapping {
     pub source: Option<Source>,
     /// The mapping as it was written, kept for the admin API and `validate`.
     pub json: Box<str>,
+    /// `response.headers` plus WireMock's `Matched-Stub-Id` / `Matched-Stub-Name`,
+    /// built once here so answering a request copies no header.
+    pub served_headers: Arc<[(HeaderName, HeaderValue)]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +122,18 @@ impl Mapping {
         source: Option<Source>,
         warnings: &mut Vec<FieldError>,
     ) -> Result<Mapping, Vec<FieldError>> {
+        Mapping::parse_with_text(v, None, ctx, source, warnings)
+    }
+
+    /// As [`Mapping::parse`], keeping `text` (the stub as written) instead of
+    /// re-serialising `v`.
+    pub fn parse_with_text(
+        v: &Value,
+        text: Option<&str>,
+        ctx: &ParseContext,
+        source: Option<Source>,
+        warnings: &mut Vec<FieldError>,
+    ) -> Result<Mapping, Vec<FieldError>> {
         let obj = as_object(v, "").map_err(|e| vec![e])?;
         warn_unknown(obj, "", MAPPING_FIELDS, MAPPING_IGNORED, warnings);
         let mut errors = Vec::new();
@@ -175,16 +190,32 @@ impl Mapping {
             .flatten();
 
         match (request, response, errors.is_empty()) {
-            (Some(request), Some(response), true) => Ok(Mapping {
-                id: id.unwrap_or_else(|| derived_id(source.as_ref(), v)),
-                name,
-                priority,
-                request,
-                response,
-                scenario,
-                source,
-                json: v.to_string().into_boxed_str(),
-            }),
+            (Some(request), Some(response), true) => {
+                let id = id.unwrap_or_else(|| derived_id(source.as_ref(), v));
+                let mut served: Vec<_> = response.headers.to_vec();
+                for (header, value) in [
+                    ("matched-stub-id", Some(&id)),
+                    ("matched-stub-name", name.as_ref()),
+                ] {
+                    if let Some(v) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
+                        served.push((HeaderName::from_static(header), v));
+                    }
+                }
+                Ok(Mapping {
+                    id,
+                    name,
+                    priority,
+                    request,
+                    response,
+                    scenario,
+                    source,
+                    json: match text {
+                        Some(t) => t.into(),
+                        None => v.to_string().into_boxed_str(),
+                    },
+                    served_headers: Arc::from(served),
+                })
+            }
             _ => Err(errors),
         }
     }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use fancy_regex::Regex;
+use super::regex::Regex;
 use serde_json::{Map, Value};
 
 use crate::mapping::fields::{FieldError, FieldResult, as_bool, join};
@@ -100,8 +100,8 @@ impl JsonEquality {
             "${json-unit.any-number}" => actual.is_number(),
             "${json-unit.any-boolean}" => actual.is_boolean(),
             _ if p.starts_with(REGEX_PREFIX) => match (self.regexes.get(p), actual) {
-                (Some(re), Value::String(s)) => re.is_match(s).unwrap_or(false),
-                (Some(re), Value::Number(n)) => re.is_match(&n.to_string()).unwrap_or(false),
+                (Some(re), Value::String(s)) => re.is_match(s),
+                (Some(re), Value::Number(n)) => re.is_match(&n.to_string()),
                 _ => false,
             },
             // An unknown `${json-unit.…}` string is compared literally.

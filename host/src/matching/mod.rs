@@ -6,5 +6,6 @@
 pub mod date;
 pub mod json;
 pub mod pattern;
+pub mod regex;
 pub mod request;
 pub mod xml;

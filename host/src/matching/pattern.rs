@@ -8,8 +8,8 @@
 
 use std::cell::OnceCell;
 
+use super::regex::Regex;
 use base64::Engine as _;
-use fancy_regex::Regex;
 use serde_json::{Map, Value};
 
 use super::{date::DateTimePattern, json::JsonEquality, xml};
@@ -291,8 +291,8 @@ impl StringPattern {
             StringPattern::Contains(s) => a.text.contains(s.as_str()),
             StringPattern::DoesNotContain(s) => !a.text.contains(s.as_str()),
             // A regex that gives up (backtracking limit) counts as "no match".
-            StringPattern::Matches(re) => re.is_match(a.text).unwrap_or(false),
-            StringPattern::DoesNotMatch(re) => !re.is_match(a.text).unwrap_or(true),
+            StringPattern::Matches(re) => re.is_match(a.text),
+            StringPattern::DoesNotMatch(re) => !re.is_match(a.text),
             StringPattern::Absent => false,
             StringPattern::Anything => true,
             StringPattern::EqualToJson(eq) => a.json().is_some_and(|v| eq.matches(v)),
@@ -374,9 +374,9 @@ impl StringPattern {
             ),
             StringPattern::Contains(s) => format!("[contains] {s}"),
             StringPattern::DoesNotContain(s) => format!("[doesNotContain] {s}"),
-            StringPattern::Matches(r) => format!("[matches] {}", strip_anchor(r.as_str())),
+            StringPattern::Matches(r) => format!("[matches] {}", r.as_str()),
             StringPattern::DoesNotMatch(r) => {
-                format!("[doesNotMatch] {}", strip_anchor(r.as_str()))
+                format!("[doesNotMatch] {}", r.as_str())
             }
             StringPattern::Absent => "[absent]".into(),
             StringPattern::Anything => "[anything]".into(),
@@ -424,12 +424,6 @@ impl StringPattern {
     }
 }
 
-fn strip_anchor(s: &str) -> &str {
-    s.strip_prefix("^(?:")
-        .and_then(|s| s.strip_suffix(")$"))
-        .unwrap_or(s)
-}
-
 /// `equalTo` and friends take a string; numbers and booleans are read as their text,
 /// as WireMock's Jackson binding does.
 fn scalar_text(v: &Value, path: &str) -> FieldResult<String> {
@@ -453,12 +447,7 @@ fn flag(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<bool> {
 
 /// WireMock's `matches` is Java's `Matcher.matches()`: the whole value must match.
 pub fn full_regex(pattern: &str, path: &str) -> FieldResult<Regex> {
-    Regex::new(&format!("^(?:{pattern})$")).map_err(|_| {
-        // Report the error of the pattern as written, so positions are the user's.
-        let reason = match Regex::new(pattern) {
-            Err(e) => e.to_string(),
-            Ok(_) => "it cannot be anchored to match a whole value".to_owned(),
-        };
+    Regex::whole(pattern).map_err(|reason| {
         FieldError::new(
             path,
             format!("invalid regular expression {pattern:?}: {reason}"),

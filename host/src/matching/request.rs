@@ -6,8 +6,8 @@
 //! [`RequestPattern::diagnose`], used only for the "not matched" report, which checks
 //! every part and says what differed.
 
+use super::regex::Regex;
 use base64::Engine as _;
-use fancy_regex::Regex;
 use serde_json::{Map, Value};
 
 use super::pattern::{Actual, StringPattern, full_regex};
@@ -468,9 +468,9 @@ impl RequestPattern {
         match &self.url {
             UrlMatcher::Any => true,
             UrlMatcher::Url(u) => *u == req.url,
-            UrlMatcher::UrlPattern(re) => re.is_match(&req.url).unwrap_or(false),
+            UrlMatcher::UrlPattern(re) => re.is_match(&req.url),
             UrlMatcher::Path(p) => p == req.path(),
-            UrlMatcher::PathPattern(re) => re.is_match(req.path()).unwrap_or(false),
+            UrlMatcher::PathPattern(re) => re.is_match(req.path()),
             UrlMatcher::PathTemplate(t) => match t.capture(req.path()) {
                 None => false,
                 Some(vars) => self.path_params.iter().all(|(name, p)| {
@@ -488,15 +488,18 @@ impl RequestPattern {
         {
             return false;
         }
-        if let Some(port) = self.port
-            && req.port != Some(port)
-        {
-            return false;
-        }
-        if let Some(h) = &self.host
-            && !h.matches_opt(req.host.as_deref().map(Actual::new).as_ref())
-        {
-            return false;
+        if self.host.is_some() || self.port.is_some() {
+            let hp = req.host_port();
+            if let Some(port) = self.port
+                && hp.as_ref().map(|(_, p)| *p) != Some(port)
+            {
+                return false;
+            }
+            if let Some(h) = &self.host
+                && !h.matches_opt(hp.as_ref().map(|(h, _)| Actual::new(h)).as_ref())
+            {
+                return false;
+            }
         }
         for (name, p) in &self.headers {
             let values = req.header_values(name);
@@ -681,10 +684,7 @@ pub struct DiffLine {
 }
 
 fn strip(r: &Regex) -> &str {
-    let s = r.as_str();
-    s.strip_prefix("^(?:")
-        .and_then(|s| s.strip_suffix(")$"))
-        .unwrap_or(s)
+    r.as_str()
 }
 
 /// WireMock's report style: `Accept: text/plain` for equality, `Accept [matches] : x.*`

@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use fancy_regex::Regex;
+use super::regex::Regex;
 use serde_json::{Map, Value};
 use sxd_document::dom;
 use sxd_xpath::nodeset::Node;
@@ -212,7 +212,7 @@ impl XmlEquality {
                 other => self
                     .regexes
                     .get(other)
-                    .is_some_and(|re| re.is_match(actual).unwrap_or(false)),
+                    .is_some_and(|re| re.is_match(actual)),
             };
         }
         expected == actual

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Side-by-side HTTP benchmark: decoy vs WireMock 3.13.2 vs nginx, in one run.
+
+Run it through bench/run.sh, which installs wrk and nginx and builds decoy. It
+generates the stub roots, starts each server in turn on 127.0.0.1, drives it with
+wrk, reads its peak RSS from /proc, and writes docs/performance.md. All load goes to
+127.0.0.1 and every run is bounded by wrk's duration.
+
+Figures from a shared 2-core machine drift between runs; compare the ratios, which
+come from one run with the same load generator, stubs and machine state.
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_status(port, path, timeout=1.0):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            data = s.recv(64)
+            m = re.match(rb"HTTP/1\.[01] (\d+)", data)
+            return int(m.group(1)) if m else None
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- stub roots
+
+def stub(i):
+    """Stub i of a large set: a realistic mix of exact, regex and template URLs."""
+    kind = i % 4
+    if kind in (0, 1):
+        req = {"method": "GET", "url": f"/api/v1/items/{i}"}
+    elif kind == 2:
+        req = {"method": "GET", "urlPathPattern": f"/api/v2/res{i}/[0-9]+"}
+    else:
+        req = {"method": "GET", "urlPathTemplate": f"/api/v3/res{i}/{{id}}"}
+    return {"request": req, "response": {"status": 200, "headers": {"Content-Type": "text/plain"}, "body": f"stub {i}"}}
+
+
+def stub_path(i):
+    kind = i % 4
+    if kind in (0, 1):
+        return f"/api/v1/items/{i}"
+    if kind == 2:
+        return f"/api/v2/res{i}/42"
+    return f"/api/v3/res{i}/42"
+
+
+def make_root(base, name, stubs):
+    root = base / name
+    (root / "mappings").mkdir(parents=True)
+    (root / "__files").mkdir()
+    for i, s in enumerate(stubs):
+        (root / "mappings" / f"stub-{i:05d}.json").write_text(json.dumps(s))
+    return root
+
+
+def lua_spread(base, n):
+    """A wrk script sending each request to a random stub of n."""
+    paths = [stub_path(i) for i in range(n)]
+    script = base / f"spread-{n}.lua"
+    body = "paths = {" + ",".join(json.dumps(p) for p in paths) + "}\n"
+    body += "math.randomseed(42)\n"
+    body += "request = function()\n  return wrk.format('GET', paths[math.random(#paths)])\nend\n"
+    script.write_text(body)
+    return script
+
+
+# ---------------------------------------------------------------- servers
+
+class Server:
+    def __init__(self, name, cmd, port, probe, cwd=None):
+        self.name, self.cmd, self.port, self.probe, self.cwd = name, cmd, port, probe, cwd
+        self.proc = None
+        self.first_answer_ms = None
+
+    def start(self, timeout=120):
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(self.cmd, cwd=self.cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while time.monotonic() - t0 < timeout:
+            if http_status(self.port, self.probe, timeout=0.5) is not None:
+                self.first_answer_ms = (time.monotonic() - t0) * 1000
+                return self
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} exited during start: {self.cmd}")
+            time.sleep(0.002)
+        raise SystemExit(f"{self.name} did not answer within {timeout}s")
+
+    def rss_mib(self):
+        """Peak resident memory of the server process and its children."""
+        try:
+            status = pathlib.Path(f"/proc/{self.proc.pid}/status").read_text()
+            kb = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))
+            return kb / 1024
+        except (OSError, AttributeError):
+            return None
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def decoy(root, port):
+    exe = str(REPO / "target" / "release" / "decoy")
+    return Server("decoy", [exe, "serve", "--root-dir", str(root), "--port", str(port), "--bind-address", "127.0.0.1"], port, "/__probe")
+
+
+def wiremock(jar, root, port):
+    cmd = ["java", "-jar", jar, "--port", str(port), "--bind-address", "127.0.0.1", "--root-dir", str(root),
+           "--no-request-journal", "--disable-request-logging", "--async-response-enabled=true", "--disable-banner"]
+    return Server("WireMock", cmd, port, "/__admin/health")
+
+
+def nginx(base, port):
+    conf = base / "nginx.conf"
+    conf.write_text(f"""
+worker_processes auto;
+daemon off;
+pid {base}/nginx.pid;
+error_log {base}/nginx-error.log;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 1000000;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{ default_type text/plain; return 200 "hello"; }}
+  }}
+}}
+""")
+    return Server("nginx", ["nginx", "-c", str(conf), "-p", str(base)], port, "/")
+
+
+# ---------------------------------------------------------------- load
+
+def wrk(port, path="/", connections=64, duration=10, script=None, threads=2, timeout="5s"):
+    cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", timeout]
+    if script:
+        cmd += ["-s", str(script)]
+    cmd.append(f"http://127.0.0.1:{port}{path}")
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p99 = parse_latency(re.search(r"99%\s+([\d.]+\w+)", out).group(1))
+    errors = 0
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if m:
+        errors += int(m.group(1))
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if m:
+        errors += sum(int(x) for x in m.groups())
+    return {"rps": rps, "p99_ms": p99, "errors": errors}
+
+
+def parse_latency(text):
+    m = re.match(r"([\d.]+)(us|ms|s)", text)
+    value, unit = float(m.group(1)), m.group(2)
+    return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+
+
+# ---------------------------------------------------------------- scenarios
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--wiremock-jar", required=True)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
+    ap.add_argument("--json", default=None, help="also write raw figures here")
+    args = ap.parse_args()
+    d = args.duration
+
+    base = pathlib.Path(tempfile.mkdtemp(prefix="decoy-bench-"))
+    probe = {"request": {"urlPath": "/__probe"}, "response": {"status": 200}}
+    static = {"request": {"method": "GET", "url": "/static"}, "response": {"status": 200, "headers": {"Content-Type": "text/plain"}, "body": "hello"}}
+    delayed = {"request": {"method": "GET", "url": "/delayed"}, "response": {"status": 200, "body": "hello", "fixedDelayMilliseconds": 100}}
+    roots = {
+        "static": make_root(base, "static", [static, probe]),
+        "delay": make_root(base, "delay", [delayed, probe]),
+    }
+    for n in (10, 1000, 10000):
+        roots[f"stubs-{n}"] = make_root(base, f"stubs-{n}", [stub(i) for i in range(n)] + [probe])
+    scripts = {n: lua_spread(base, n) for n in (10, 1000, 10000)}
+
+    results = {}
+
+    def run(label, server, warmup, **load):
+        try:
+            server.start()
+            if warmup:
+                wrk(server.port, duration=warmup, **{k: v for k, v in load.items() if k != "duration"})
+            r = wrk(server.port, duration=d, **load)
+            r["rss_mib"] = server.rss_mib()
+            r["first_answer_ms"] = server.first_answer_ms
+            results[label] = r
+            print(f"{label:32s} {r['rps']:10.0f} req/s  p99 {r['p99_ms']:8.2f} ms  rss {r['rss_mib'] or 0:7.1f} MiB  "
+                  f"errors {r['errors']}  first answer {r['first_answer_ms']:.0f} ms", flush=True)
+        finally:
+            server.stop()
+
+    jar = args.wiremock_jar
+    # The JVM needs a long warm-up to reach its steady state; decoy and nginx need none,
+    # but get a short one so every server is measured the same way.
+    run("static/nginx", nginx(base, free_port()), 3, path="/")
+    run("static/decoy", decoy(roots["static"], free_port()), 3, path="/static")
+    run("static/wiremock", wiremock(jar, roots["static"], free_port()), 15, path="/static")
+    for n in (10, 1000, 10000):
+        run(f"stubs-{n}/decoy", decoy(roots[f"stubs-{n}"], free_port()), 3, script=scripts[n])
+        run(f"stubs-{n}/wiremock", wiremock(jar, roots[f"stubs-{n}"], free_port()), 15 if n < 10000 else 5, script=scripts[n])
+    run("delay-100ms/decoy", decoy(roots["delay"], free_port()), 3, path="/delayed", connections=1000)
+    run("delay-100ms/wiremock", wiremock(jar, roots["delay"], free_port()), 10, path="/delayed", connections=1000)
+
+    # Start-up: spawn to first answer, 10,000 stubs, a few times each (median).
+    for name, mk in (("decoy", lambda p: decoy(roots["stubs-10000"], p)), ("wiremock", lambda p: wiremock(jar, roots["stubs-10000"], p))):
+        times = []
+        for _ in range(5 if name == "decoy" else 2):
+            s = mk(free_port())
+            try:
+                s.start()
+                times.append(s.first_answer_ms)
+            finally:
+                s.stop()
+        times.sort()
+        results[f"startup-10000/{name}"] = {"first_answer_ms": times[len(times) // 2], "all_ms": times}
+        print(f"startup with 10,000 stubs, {name}: {times} ms", flush=True)
+
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
+    write_report(results, pathlib.Path(args.out), d)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def write_report(r, out, duration):
+    from report import render  # bench/report.py
+    out.write_text(render(r, duration))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    main()

@@ -1,0 +1,88 @@
+"""Renders docs/performance.md from one benchmark run (see bench.py)."""
+import datetime
+import pathlib
+import platform
+
+
+def fmt(x, digits=0):
+    return "n/a" if x is None else f"{x:,.{digits}f}"
+
+
+def ratio(a, b):
+    return None if not a or not b else a / b
+
+
+def render(r, duration):
+    g = lambda k, f: (r.get(k) or {}).get(f)
+    rows = []
+    for key, title in [("static", "one static stub"), ("stubs-10", "10 stubs, requests spread"),
+                       ("stubs-1000", "1,000 stubs, requests spread"), ("stubs-10000", "10,000 stubs, requests spread"),
+                       ("delay-100ms", "100 ms fixed delay, 1,000 connections")]:
+        d, w, n = f"{key}/decoy", f"{key}/wiremock", f"{key}/nginx"
+        rows.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            title,
+            fmt(g(d, "rps")), fmt(g(d, "p99_ms"), 2), fmt(g(d, "rss_mib"), 1),
+            fmt(g(w, "rps")), fmt(g(w, "p99_ms"), 2), fmt(g(w, "rss_mib"), 1),
+            fmt(ratio(g(d, "rps"), g(w, "rps")), 1) + "×",
+            (fmt(g(n, "rps")) if g(n, "rps") else "")))
+
+    def target(label, value, goal, ok):
+        mark = "met" if ok else "**missed**"
+        return f"| {label} | {value} | {goal} | {mark} |"
+
+    static_d, static_n, static_w = g("static/decoy", "rps"), g("static/nginx", "rps"), g("static/wiremock", "rps")
+    s10, s10k = g("stubs-10/decoy", "rps"), g("stubs-10000/decoy", "rps")
+    delay_rps, delay_p99 = g("delay-100ms/decoy", "rps"), g("delay-100ms/decoy", "p99_ms")
+    rss10k = g("stubs-10000/decoy", "rss_mib")
+    start10k = g("startup-10000/decoy", "first_answer_ms")
+    targets = [
+        target("static vs nginx", fmt(ratio(static_d, static_n), 2) + "×", "≥ 0.8×", (ratio(static_d, static_n) or 0) >= 0.8),
+        target("static vs WireMock", fmt(ratio(static_d, static_w), 1) + "×", "≥ 5×", (ratio(static_d, static_w) or 0) >= 5),
+        target("10,000 stubs vs decoy's 10 stubs", fmt(ratio(s10k, s10), 2) + "×", "≥ 0.9×", (ratio(s10k, s10) or 0) >= 0.9),
+        target("100 ms delay, 1,000 connections", f"{fmt(delay_rps)} req/s, p99 {fmt(delay_p99, 1)} ms", "≥ 9,000 req/s, p99 ≤ 120 ms",
+               (delay_rps or 0) >= 9000 and (delay_p99 or 1e9) <= 120),
+        target("RSS with 10,000 stubs", f"{fmt(rss10k, 1)} MiB", "≤ 64 MiB", (rss10k or 1e9) <= 64),
+        target("first answer after start, 10,000 stubs", f"{fmt(start10k)} ms", "≤ 100 ms", (start10k or 1e9) <= 100),
+    ]
+    errors = {k: v["errors"] for k, v in r.items() if v.get("errors")}
+    notes = pathlib.Path(__file__).with_name("notes.md").read_text()
+    wm_start = g("startup-10000/wiremock", "first_answer_ms")
+    return f"""# Performance
+
+Measured by `bench/run.sh` on {datetime.date.today().isoformat()} ({platform.machine()}, {_cpus()} CPUs, shared):
+decoy, WireMock 3.13.2 standalone (`--no-request-journal --disable-request-logging
+--async-response-enabled=true`, warmed up for 15 s) and nginx returning a static 200,
+one after another in the same run, each driven by `wrk -t2 -c64 -d{duration}s` on
+127.0.0.1 (the delay row uses 1,000 connections). The load generator shares the
+two cores with the server, so absolute figures are lower than on a dedicated box and
+drift between runs; the ratios are what to compare.
+
+This page is written by the benchmark; the notes at the end are kept in `bench/notes.md`.
+
+## Throughput, latency, memory
+
+| scenario | decoy req/s | decoy p99 ms | decoy RSS MiB | WireMock req/s | WireMock p99 ms | WireMock RSS MiB | decoy / WireMock | nginx req/s |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|
+{chr(10).join(rows)}
+
+"Requests spread" means each request goes to a random stub of the set; the stubs mix
+`url`, `urlPathPattern` and `urlPathTemplate` matchers (half exact, a quarter regex, a
+quarter template), every one with a method. RSS is the peak resident set (`VmHWM`).
+
+Start-up, spawn to first answered request with 10,000 one-stub files: decoy
+{fmt(start10k)} ms (median of 5), WireMock {fmt(wm_start)} ms (median of 2).
+
+Errors (non-2xx answers or socket errors) reported by wrk: {errors if errors else "none"}.
+
+## Targets (issue 2)
+
+| target | measured | goal | |
+|---|---|---|---|
+{chr(10).join(targets)}
+
+{notes}"""
+
+
+def _cpus():
+    import os
+    return os.cpu_count()

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Benchmarks decoy against WireMock 3.13.2 and nginx and rewrites docs/performance.md.
+# Needs Debian's wrk and nginx, Java 17, npm; installs the first two when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v nginx >/dev/null || missing+=(nginx-light)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get install -y "${missing[@]}" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y "${missing[@]}" >/dev/null; }
+fi
+ulimit -n 20000 2>/dev/null || true
+
+wm=bench/out/wiremock
+if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; then
+  mkdir -p "$wm"
+  (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
+fi
+cargo build --release -p decoy
+python3 bench/bench.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
+  --json bench/out/last-run.json "$@"
