@@ -17,6 +17,7 @@ def render(r, duration):
     rows = []
     for key, title in [("static", "one static stub"), ("stubs-10", "10 stubs, requests spread"),
                        ("stubs-1000", "1,000 stubs, requests spread"), ("stubs-10000", "10,000 stubs, requests spread"),
+                       ("stubs-10000-hot10", "10,000 stubs, requests to 10 of them"),
                        ("delay-100ms", "100 ms fixed delay, 1,000 connections")]:
         d, w, n = f"{key}/decoy", f"{key}/wiremock", f"{key}/nginx"
         rows.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
@@ -39,6 +40,8 @@ def render(r, duration):
         target("static vs nginx", fmt(ratio(static_d, static_n), 2) + "×", "≥ 0.8×", (ratio(static_d, static_n) or 0) >= 0.8),
         target("static vs WireMock", fmt(ratio(static_d, static_w), 1) + "×", "≥ 5×", (ratio(static_d, static_w) or 0) >= 5),
         target("10,000 stubs vs decoy's 10 stubs", fmt(ratio(s10k, s10), 2) + "×", "≥ 0.9×", (ratio(s10k, s10) or 0) >= 0.9),
+        target("10,000 stubs (10 hit) vs decoy's 10 stubs", fmt(ratio(g("stubs-10000-hot10/decoy", "rps"), s10), 2) + "×", "(selection cost alone)",
+               (ratio(g("stubs-10000-hot10/decoy", "rps"), s10) or 0) >= 0.9),
         target("100 ms delay, 1,000 connections", f"{fmt(delay_rps)} req/s, p99 {fmt(delay_p99, 1)} ms", "≥ 9,000 req/s, p99 ≤ 120 ms",
                (delay_rps or 0) >= 9000 and (delay_p99 or 1e9) <= 120),
         target("RSS with 10,000 stubs", f"{fmt(rss10k, 1)} MiB", "≤ 64 MiB", (rss10k or 1e9) <= 64),
