@@ -22,10 +22,15 @@
 //!
 //! The binary (`src/main.rs`, `src/commands/`) is a thin clap front end over these.
 
+pub mod admin;
 pub mod engine;
 pub mod http;
+pub mod journal;
 pub mod mapping;
 pub mod matching;
+pub mod metrics;
 pub mod plan;
 pub mod request;
 pub mod server;
+pub mod store;
+pub mod watch;

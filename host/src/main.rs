@@ -24,6 +24,9 @@ enum Command {
     /// Load a root directory like `serve`, print every problem, and exit non-zero if
     /// any mapping was rejected (for CI).
     Validate(commands::validate::ValidateArgs),
+    /// Forward every request to a real service and, on Ctrl-C, write what went
+    /// through as mappings (and body files) into the root directory.
+    Record(commands::record::RecordArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => commands::serve::run(args),
         Command::Validate(args) => commands::validate::run(args),
+        Command::Record(args) => commands::record::run(args),
     };
     match result {
         Ok(code) => code,

@@ -90,6 +90,27 @@ impl Fault {
     }
 }
 
+/// `proxyBaseUrl` and its companions (WireMock's proxy stubs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxySpec {
+    /// Without a trailing `/`; the request's URL is appended.
+    pub base_url: String,
+    pub prefix_to_remove: Option<String>,
+    pub add_headers: Vec<(HeaderName, HeaderValue)>,
+    pub remove_headers: Vec<HeaderName>,
+}
+
+impl ProxySpec {
+    /// The upstream URL for a request to `url` (path and query).
+    pub fn target(&self, url: &str) -> String {
+        let url = match &self.prefix_to_remove {
+            Some(p) if !p.is_empty() => url.strip_prefix(p.as_str()).unwrap_or(url),
+            _ => url,
+        };
+        format!("{}{}", self.base_url, url)
+    }
+}
+
 /// What to answer, decided by the engine and carried out by a transport.
 #[derive(Debug, Clone)]
 pub struct ResponsePlan {
@@ -102,6 +123,9 @@ pub struct ResponsePlan {
     pub delay: Duration,
     pub dribble: Option<ChunkedDribble>,
     pub fault: Option<Fault>,
+    /// Forward the request to a real service; the other fields are then unused
+    /// except `delay`.
+    pub proxy: Option<Arc<ProxySpec>>,
     /// The mapping that produced this plan (`None` for the "not matched" answer).
     pub mapping_id: Option<Arc<str>>,
     pub mapping_name: Option<Arc<str>>,

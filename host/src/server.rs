@@ -1,4 +1,5 @@
-//! Starting a server from options: load the root, bind the ports, spawn the listeners.
+//! Starting a server from options: load the root, start watching it, bind the ports,
+//! spawn the listeners.
 //!
 //! This is what `decoy serve` runs, as a library function so tests can start a real
 //! server on port 0 in-process and stop it again.
@@ -10,9 +11,14 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use tokio::sync::watch;
 
+use crate::admin::Admin;
 use crate::engine::Engine;
-use crate::http::{self, HttpConfig};
+use crate::http::proxy::ProxyClient;
+use crate::http::{self, HttpConfig, Role, Services};
+use crate::journal::Journal;
 use crate::mapping::load::{LoadReport, load_root};
+use crate::metrics::Metrics;
+use crate::store::Store;
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -25,6 +31,16 @@ pub struct ServeOptions {
     pub http: HttpConfig,
     /// Refuse to start when any mapping is rejected.
     pub strict: bool,
+    /// Watch `mappings/` and `__files/` and reload on change (`--no-watch` turns it off).
+    pub watch: bool,
+    /// Serve the admin API on its own port instead of under `/__admin` on `port`.
+    pub admin_port: Option<u16>,
+    /// Admin requests need `Authorization: Bearer <token>`.
+    pub admin_token: Option<String>,
+    /// Journal capacity; 0 turns the journal off.
+    pub journal_entries: usize,
+    /// How long a proxied request may take.
+    pub proxy_timeout: std::time::Duration,
 }
 
 impl Default for ServeOptions {
@@ -38,6 +54,11 @@ impl Default for ServeOptions {
             https_key: None,
             http: HttpConfig::default(),
             strict: false,
+            watch: true,
+            admin_port: None,
+            admin_token: None,
+            journal_entries: crate::journal::DEFAULT_MAX_ENTRIES,
+            proxy_timeout: crate::http::proxy::DEFAULT_TIMEOUT,
         }
     }
 }
@@ -47,11 +68,17 @@ impl Default for ServeOptions {
 pub struct Running {
     pub http_addr: SocketAddr,
     pub https_addr: Option<SocketAddr>,
+    /// Where the admin API listens when `--admin-port` was given.
+    pub admin_addr: Option<SocketAddr>,
     pub engine: Arc<Engine>,
+    pub store: Arc<Store>,
+    pub admin: Arc<Admin>,
     /// What loading the root found (rejected mappings, warnings).
     pub report: LoadSummary,
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Keeps the file watcher alive.
+    _watcher: Option<crate::watch::WatchHandle>,
 }
 
 /// The parts of a [`LoadReport`] worth keeping after start.
@@ -110,9 +137,50 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
             summary.problems.join("\n  ")
         );
     }
-    let engine = Arc::new(Engine::new(report.mappings));
-    let cfg = Arc::new(opts.http.clone());
+    let engine = Arc::new(Engine::new(Vec::new()));
+    let store = Arc::new(Store::new(&opts.root_dir, engine.clone()));
+    store.install_initial(report);
+    // Watch before binding, so no edit made once the ready line is printed is missed.
+    let watcher = if opts.watch {
+        match crate::watch::spawn(store.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot watch {} for changes ({e}); serving without hot reload",
+                    opts.root_dir.display()
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
     let (stop, stop_rx) = watch::channel(false);
+    let journal = Arc::new(Journal::new(opts.journal_entries));
+    let metrics = Arc::new(Metrics::default());
+    let proxy = ProxyClient::new(opts.proxy_timeout);
+    let admin = Arc::new(Admin {
+        store: store.clone(),
+        journal: journal.clone(),
+        metrics: metrics.clone(),
+        shutdown: stop.clone(),
+        token: opts.admin_token.clone(),
+        started: std::time::Instant::now(),
+        recorder: Default::default(),
+    });
+    let services = Arc::new(Services {
+        engine: engine.clone(),
+        journal,
+        metrics,
+        proxy,
+        admin: Some(admin.clone()),
+        cfg: opts.http.clone(),
+    });
+    let stub_role = if opts.admin_port.is_some() {
+        Role::Stubs
+    } else {
+        Role::StubsAndAdmin
+    };
 
     let listener = http::bind(&opts.bind_address, opts.port)
         .await
@@ -121,8 +189,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let mut tasks = vec![tokio::spawn(http::serve(
         listener,
         None,
-        engine.clone(),
-        cfg.clone(),
+        services.clone(),
+        stub_role,
         stop_rx.clone(),
     ))];
 
@@ -136,17 +204,40 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         tasks.push(tokio::spawn(http::serve(
             listener,
             Some(tls),
-            engine.clone(),
-            cfg,
+            services.clone(),
+            stub_role,
+            stop_rx.clone(),
+        )));
+    }
+    let mut admin_addr = None;
+    if let Some(port) = opts.admin_port {
+        let listener = http::bind(&opts.bind_address, port)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on {}:{port} for the admin API",
+                    opts.bind_address
+                )
+            })?;
+        admin_addr = Some(listener.local_addr()?);
+        tasks.push(tokio::spawn(http::serve(
+            listener,
+            None,
+            services,
+            Role::Admin,
             stop_rx,
         )));
     }
     Ok(Running {
         http_addr,
         https_addr,
+        admin_addr,
         engine,
+        store,
+        admin,
         report: summary,
         stop,
         tasks,
+        _watcher: watcher,
     })
 }

@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
+pub mod record;
 pub mod serve;
 pub mod validate;

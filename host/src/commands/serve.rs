@@ -38,6 +38,29 @@ pub struct ServeArgs {
     /// Log every request and which mapping answered it.
     #[arg(long)]
     verbose: bool,
+    /// Do not watch mappings/ and __files/ for changes (hot reload is on by default).
+    #[arg(long)]
+    no_watch: bool,
+    /// Serve the admin API on this port only (and not under /__admin on --port).
+    #[arg(long, value_name = "N")]
+    admin_port: Option<u16>,
+    /// Require `Authorization: Bearer TOKEN` on admin requests; others get 401.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "DECOY_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    admin_token: Option<String>,
+    /// Keep at most this many requests in the journal (oldest dropped first).
+    #[arg(long, default_value_t = decoy::journal::DEFAULT_MAX_ENTRIES, value_name = "N")]
+    max_request_journal_entries: usize,
+    /// Keep no request journal (the admin API's request endpoints then list nothing).
+    #[arg(long)]
+    no_request_journal: bool,
+    /// How long a proxied request (proxyBaseUrl, recording) may take, in milliseconds.
+    #[arg(long, default_value_t = decoy::http::proxy::DEFAULT_TIMEOUT.as_millis() as u64, value_name = "MS")]
+    proxy_timeout: u64,
 
     // WireMock flags accepted so existing scripts keep working; they change nothing
     // here, because decoy is always asynchronous and never logs per request unless
@@ -58,52 +81,49 @@ pub struct ServeArgs {
     jetty_accept_queue_size: Option<u32>,
     #[arg(long, hide = true)]
     disable_gzip: bool,
-    #[arg(long, hide = true)]
-    no_request_journal: bool,
+}
+
+impl ServeArgs {
+    pub fn verbose(&self) -> bool {
+        self.verbose
+    }
+
+    pub fn options(self) -> ServeOptions {
+        ServeOptions {
+            root_dir: self.root_dir,
+            bind_address: self.bind_address,
+            port: self.port,
+            https_port: self.https_port,
+            https_cert: self.https_cert,
+            https_key: self.https_key,
+            http: HttpConfig {
+                max_body: self.max_request_body_size,
+                verbose: self.verbose,
+            },
+            strict: self.strict,
+            watch: !self.no_watch,
+            admin_port: self.admin_port,
+            admin_token: self.admin_token.filter(|t| !t.is_empty()),
+            journal_entries: if self.no_request_journal {
+                0
+            } else {
+                self.max_request_journal_entries
+            },
+            proxy_timeout: std::time::Duration::from_millis(self.proxy_timeout),
+        }
+    }
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     decoy_logging(args.verbose);
-    let opts = ServeOptions {
-        root_dir: args.root_dir,
-        bind_address: args.bind_address,
-        port: args.port,
-        https_port: args.https_port,
-        https_cert: args.https_cert,
-        https_key: args.https_key,
-        http: HttpConfig {
-            max_body: args.max_request_body_size,
-            verbose: args.verbose,
-        },
-        strict: args.strict,
-    };
+    let opts = args.options();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
         let running = start(opts).await?;
-        for w in &running.report.warnings {
-            eprintln!("warning: {w}");
-        }
-        for p in &running.report.problems {
-            eprintln!("rejected: {p}");
-        }
-        let mut line = format!(
-            "decoy {} listening on http://{}",
-            env!("CARGO_PKG_VERSION"),
-            running.http_addr
-        );
-        if let Some(a) = running.https_addr {
-            line.push_str(&format!(" and https://{a}"));
-        }
-        line.push_str(&format!(
-            " (mappings: {} loaded, {} rejected)",
-            running.report.loaded, running.report.rejected
-        ));
-        println!("{line}");
-        let _ = std::io::stdout().flush();
-
+        announce(&running);
         let stop = running.stopper();
         tokio::spawn(async move {
             wait_for_signal().await;
@@ -115,7 +135,34 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-async fn wait_for_signal() {
+/// Prints load problems and the ready line (which tests and scripts wait for).
+pub fn announce(running: &decoy::server::Running) {
+    for w in &running.report.warnings {
+        eprintln!("warning: {w}");
+    }
+    for p in &running.report.problems {
+        eprintln!("rejected: {p}");
+    }
+    let mut line = format!(
+        "decoy {} listening on http://{}",
+        env!("CARGO_PKG_VERSION"),
+        running.http_addr
+    );
+    if let Some(a) = running.https_addr {
+        line.push_str(&format!(" and https://{a}"));
+    }
+    if let Some(a) = running.admin_addr {
+        line.push_str(&format!(", admin API on http://{a}/__admin"));
+    }
+    line.push_str(&format!(
+        " (mappings: {} loaded, {} rejected)",
+        running.report.loaded, running.report.rejected
+    ));
+    println!("{line}");
+    let _ = std::io::stdout().flush();
+}
+
+pub async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -136,7 +183,7 @@ async fn wait_for_signal() {
     let _ = ctrl_c.await;
 }
 
-fn decoy_logging(verbose: bool) {
+pub fn decoy_logging(verbose: bool) {
     let default = if verbose { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -10,6 +10,7 @@ pub mod index;
 pub mod report;
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -17,6 +18,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
 use crate::mapping::Mapping;
+use crate::metrics::MappingStats;
 use crate::plan::ResponsePlan;
 use crate::request::RequestSnapshot;
 use index::Index;
@@ -29,17 +31,56 @@ pub const STARTED: &str = "Started";
 pub struct MappingSet {
     /// Best first: lowest `priority`, then the most recently added.
     ranked: Vec<Arc<Mapping>>,
+    /// Runtime counters, parallel to `ranked`. A mapping keeps its counters across
+    /// reloads (they are carried over by id), so they are not part of the spec.
+    stats: Vec<Arc<MappingStats>>,
+    /// Rank of each mapping in the order they were added (for the admin API).
+    added: Vec<u32>,
     index: Index,
 }
 
 impl MappingSet {
     /// `mappings` in the order they were added (later ones win ties).
-    pub fn new(mappings: Vec<Mapping>) -> MappingSet {
-        let mut ranked: Vec<Arc<Mapping>> = mappings.into_iter().map(Arc::new).rev().collect();
+    pub fn new(mappings: Vec<Arc<Mapping>>) -> MappingSet {
+        MappingSet::with_stats(mappings, |_| Arc::default())
+    }
+
+    fn with_stats(
+        mappings: Vec<Arc<Mapping>>,
+        stats_for: impl Fn(&Mapping) -> Arc<MappingStats>,
+    ) -> MappingSet {
+        let n = mappings.len();
+        let mut ranked: Vec<(usize, Arc<Mapping>)> =
+            mappings.into_iter().enumerate().rev().collect();
         // Stable: among equal priorities the reversed insertion order is kept.
-        ranked.sort_by_key(|m| m.priority);
+        ranked.sort_by_key(|(_, m)| m.priority);
+        let mut added = vec![0u32; n];
+        for (rank, (i, _)) in ranked.iter().enumerate() {
+            added[*i] = rank as u32;
+        }
+        let ranked: Vec<Arc<Mapping>> = ranked.into_iter().map(|(_, m)| m).collect();
+        let stats = ranked.iter().map(|m| stats_for(m)).collect();
         let index = Index::build(ranked.iter().map(|m| &m.request.url));
-        MappingSet { ranked, index }
+        MappingSet {
+            ranked,
+            stats,
+            added,
+            index,
+        }
+    }
+
+    /// In the order they were added (files in path order, then API stubs).
+    pub fn in_insertion_order(&self) -> impl DoubleEndedIterator<Item = &Arc<Mapping>> {
+        self.added.iter().map(|&r| &self.ranked[r as usize])
+    }
+
+    /// Every mapping with its counters, in priority order.
+    pub fn with_stats_iter(&self) -> impl Iterator<Item = (&Arc<Mapping>, &MappingStats)> {
+        self.ranked.iter().zip(self.stats.iter().map(|s| &**s))
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<Mapping>> {
+        self.ranked.iter().find(|m| &*m.id == id)
     }
 
     pub fn len(&self) -> usize {
@@ -81,12 +122,24 @@ impl Outcome {
     }
 }
 
+/// Delays added to every stubbed response (`POST /__admin/settings`), as WireMock's
+/// global settings.
+#[derive(Debug, Clone, Default)]
+pub struct GlobalSettings {
+    pub fixed_delay: std::time::Duration,
+    pub delay_distribution: Option<crate::plan::DelayDistribution>,
+    /// The settings as last posted, echoed by `GET /__admin/settings`.
+    pub raw: Option<serde_json::Value>,
+}
+
 #[derive(Debug)]
 pub struct Engine {
     /// The live mapping set; replaced wholesale by [`Engine::replace`].
     set: ArcSwap<MappingSet>,
     /// Scenario name → current state. A scenario absent here is in [`STARTED`].
     scenarios: Mutex<HashMap<String, String>>,
+    /// Global delays; read once per matched request.
+    settings: ArcSwap<GlobalSettings>,
 }
 
 thread_local! {
@@ -96,9 +149,20 @@ thread_local! {
 impl Engine {
     pub fn new(mappings: Vec<Mapping>) -> Engine {
         Engine {
-            set: ArcSwap::from_pointee(MappingSet::new(mappings)),
+            set: ArcSwap::from_pointee(MappingSet::new(
+                mappings.into_iter().map(Arc::new).collect(),
+            )),
             scenarios: Mutex::new(HashMap::new()),
+            settings: ArcSwap::from_pointee(GlobalSettings::default()),
         }
+    }
+
+    pub fn settings(&self) -> Arc<GlobalSettings> {
+        self.settings.load_full()
+    }
+
+    pub fn set_settings(&self, s: GlobalSettings) {
+        self.settings.store(Arc::new(s));
     }
 
     /// The current mapping set (a cheap pointer copy).
@@ -109,7 +173,23 @@ impl Engine {
     /// Publishes a new mapping set atomically. Requests already matching keep the old
     /// set; scenario states are kept for scenarios that still exist.
     pub fn replace(&self, mappings: Vec<Mapping>) {
-        let set = MappingSet::new(mappings);
+        self.replace_shared(mappings.into_iter().map(Arc::new).collect());
+    }
+
+    /// As [`Engine::replace`], for mappings shared with the store. Counters carry over
+    /// to the new set for mappings whose id remains.
+    pub fn replace_shared(&self, mappings: Vec<Arc<Mapping>>) {
+        let old = self.set.load();
+        let by_id: HashMap<&str, &Arc<MappingStats>> = old
+            .ranked
+            .iter()
+            .zip(&old.stats)
+            .map(|(m, s)| (&*m.id, s))
+            .collect();
+        let set = MappingSet::with_stats(mappings, |m| {
+            by_id.get(&*m.id).map(|s| Arc::clone(s)).unwrap_or_default()
+        });
+        drop(by_id);
         let names: std::collections::HashSet<&str> = set
             .iter()
             .filter_map(|m| m.scenario.as_ref().map(|s| s.name.as_str()))
@@ -130,6 +210,15 @@ impl Engine {
         self.lock_scenarios().clear();
     }
 
+    pub fn set_scenario_state(&self, name: &str, state: &str) {
+        let mut states = self.lock_scenarios();
+        if state == STARTED {
+            states.remove(name);
+        } else {
+            states.insert(name.to_owned(), state.to_owned());
+        }
+    }
+
     fn lock_scenarios(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
         // A panic while holding this lock cannot leave the map inconsistent (every
         // update is a single insert), so a poisoned lock is still usable.
@@ -144,13 +233,22 @@ impl Engine {
             set.index.candidates(req.path(), &mut candidates);
             candidates
                 .iter()
-                .map(|&rank| &set.ranked[rank as usize])
-                .find(|m| m.request.matches(req) && self.enter_scenario(m))
-                .cloned()
+                .find(|&&rank| {
+                    let m = &set.ranked[rank as usize];
+                    m.request.matches(req) && self.enter_scenario(m)
+                })
+                .map(|&rank| rank as usize)
         });
         match found {
-            Some(mapping) => {
-                let plan = plan_for(&mapping);
+            Some(rank) => {
+                set.stats[rank].served.fetch_add(1, Ordering::Relaxed);
+                let mapping = set.ranked[rank].clone();
+                let mut plan = plan_for(&mapping);
+                let global = self.settings.load();
+                plan.delay += global.fixed_delay;
+                if let Some(d) = &global.delay_distribution {
+                    plan.delay += d.sample();
+                }
                 Outcome::Matched { mapping, plan }
             }
             None => Outcome::NotMatched {
@@ -193,6 +291,7 @@ pub fn plan_for(m: &Mapping) -> ResponsePlan {
         delay,
         dribble: r.dribble,
         fault: r.fault,
+        proxy: r.proxy.clone(),
         mapping_id: Some(m.id.clone()),
         mapping_name: m.name.clone(),
     }
@@ -211,6 +310,7 @@ pub fn text_plan(status: u16, body: String) -> ResponsePlan {
         delay: std::time::Duration::ZERO,
         dribble: None,
         fault: None,
+        proxy: None,
         mapping_id: None,
         mapping_name: None,
     }

@@ -28,6 +28,10 @@ impl ResponseBody {
         ResponseBody::Full((!b.is_empty()).then_some(b))
     }
 
+    pub fn is_empty_full(&self) -> bool {
+        matches!(self, ResponseBody::Full(None))
+    }
+
     /// Splits `body` into `d.chunks` pieces sent `d.total / d.chunks` apart.
     pub fn dribble(body: Bytes, d: ChunkedDribble) -> Self {
         let n = (d.chunks as usize).clamp(1, body.len().max(1));

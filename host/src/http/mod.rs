@@ -5,18 +5,24 @@
 //! the engine, and the returned plan is carried out: a `tokio::time::sleep` for delays
 //! (a timer, not a thread, so 10,000 delayed requests cost only memory), a timed body
 //! for dribbles, and [`fault::FaultIo`] for faults. No lock is held across any await.
+//!
+//! Requests under `/__admin` go to the [`Admin`] API instead (unless it was moved to
+//! its own port). Every stubbed request is counted in [`Metrics`] and, unless the
+//! journal is off, recorded in the [`Journal`]; both cost a few atomic operations and
+//! one short lock, measured in `docs/performance.md`.
 
 pub mod body;
 pub mod fault;
+pub mod proxy;
 pub mod tls;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, Version};
+use http::{HeaderValue, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -26,11 +32,15 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::admin::{Admin, AdminRequest};
 use crate::engine::{Engine, Outcome, text_plan};
+use crate::journal::{Journal, ServeEvent};
+use crate::metrics::Metrics;
 use crate::plan::ResponsePlan;
 use crate::request::RequestSnapshot;
 use body::ResponseBody;
 use fault::{FaultIo, FaultSlot};
+use proxy::ProxyClient;
 
 /// Default request body limit (16 MiB).
 pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
@@ -52,12 +62,36 @@ impl Default for HttpConfig {
     }
 }
 
+/// What every listener shares: the engine and the runtime records around it.
+#[derive(Debug)]
+pub struct Services {
+    pub engine: Arc<Engine>,
+    pub journal: Arc<Journal>,
+    pub metrics: Arc<Metrics>,
+    pub proxy: ProxyClient,
+    /// The admin API (`None` in the few tests that run without one).
+    pub admin: Option<Arc<Admin>>,
+    pub cfg: HttpConfig,
+}
+
+/// What a listener answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Stubs, and the admin API under `/__admin` (WireMock's default).
+    StubsAndAdmin,
+    /// Stubs only (`--admin-port` moved the admin API elsewhere).
+    Stubs,
+    /// The admin API only, on `--admin-port`.
+    Admin,
+}
+
 /// Everything a request handler needs; one per connection.
 struct Conn {
-    engine: Arc<Engine>,
-    cfg: Arc<HttpConfig>,
+    services: Arc<Services>,
+    role: Role,
     scheme: &'static str,
     peer: SocketAddr,
+    local_port: u16,
     fault: Arc<FaultSlot>,
 }
 
@@ -66,12 +100,13 @@ struct Conn {
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
-    engine: Arc<Engine>,
-    cfg: Arc<HttpConfig>,
+    services: Arc<Services>,
+    role: Role,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -94,10 +129,11 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let conn = |scheme, fault| Conn {
-            engine: engine.clone(),
-            cfg: cfg.clone(),
+            services: services.clone(),
+            role,
             scheme,
             peer,
+            local_port,
             fault,
         };
         let builder = builder.clone();
@@ -163,6 +199,7 @@ fn service(
 }
 
 async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
+    let services = &conn.services;
     let version = req.version();
     let (parts, incoming) = req.into_parts();
     let too_big = || {
@@ -171,7 +208,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
                 413,
                 format!(
                     "request body larger than the limit of {} bytes\n",
-                    conn.cfg.max_body
+                    services.cfg.max_body
                 ),
             ),
             version,
@@ -182,11 +219,14 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|n| n > conn.cfg.max_body as u64)
+        .is_some_and(|n| n > services.cfg.max_body as u64)
     {
         return too_big();
     }
-    let body = match Limited::new(incoming, conn.cfg.max_body).collect().await {
+    let body = match Limited::new(incoming, services.cfg.max_body)
+        .collect()
+        .await
+    {
         Ok(b) => b.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_big(),
         Err(e) => {
@@ -196,20 +236,39 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             );
         }
     };
+    let read_at = Instant::now();
 
     let url = parts
         .uri
         .path_and_query()
         .map(|pq| pq.as_str())
         .unwrap_or("/");
+    let admin_path = parts.uri.path().strip_prefix("/__admin");
+    let admin_path = admin_path.filter(|rest| rest.is_empty() || rest.starts_with('/'));
+    match (conn.role, admin_path, &services.admin) {
+        (Role::StubsAndAdmin | Role::Admin, Some(rest), Some(admin)) => {
+            return admin_reply(admin, &parts, rest, body, version).await;
+        }
+        (Role::Admin, _, _) => {
+            return render(
+                text_plan(
+                    404,
+                    "this port serves only the admin API, under /__admin\n".into(),
+                ),
+                version,
+            );
+        }
+        _ => {}
+    }
+
     let mut snap = RequestSnapshot::new(parts.method.as_str(), url);
     snap.scheme = conn.scheme;
     snap.client_addr = Some(conn.peer);
     snap.authority = parts.uri.authority().map(|a| a.as_str().to_owned());
     let snap = snap.with_headers(parts.headers).with_body(body);
 
-    let outcome = conn.engine.respond(&snap);
-    if conn.cfg.verbose {
+    let outcome = services.engine.respond(&snap);
+    if services.cfg.verbose {
         match &outcome {
             Outcome::Matched { mapping, plan } => {
                 tracing::info!(
@@ -225,7 +284,53 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             }
         }
     }
-    let plan = outcome.into_plan();
+    let (mapping, mut plan) = match outcome {
+        Outcome::Matched { mapping, plan } => (Some(mapping), plan),
+        Outcome::NotMatched { plan } => (None, plan),
+    };
+    let transport = &services.metrics.http;
+    let counter = if mapping.is_some() {
+        &transport.matched
+    } else {
+        &transport.unmatched
+    };
+    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+
+    let proxied = plan.proxy.is_some();
+    if let Some(spec) = plan.proxy.take() {
+        match services.proxy.forward(&spec, &snap).await {
+            Ok(up) => {
+                plan.status = up.status;
+                plan.headers = Arc::from(up.headers);
+                plan.body = up.body;
+            }
+            Err(message) => {
+                tracing::warn!("{message}");
+                let delay = plan.delay;
+                plan = text_plan(500, message);
+                plan.delay = delay;
+            }
+        }
+    }
+    let process_time = read_at.elapsed();
+    transport.processing.observe(process_time);
+    if services.journal.enabled() {
+        services.journal.record(ServeEvent {
+            id: uuid::Uuid::new_v4(),
+            logged_at: SystemTime::now(),
+            request: snap,
+            protocol: protocol_name(version),
+            local_port: conn.local_port,
+            mapping,
+            proxied,
+            status: plan.status,
+            response_headers: plan.headers.clone(),
+            response_body: plan.body.clone(),
+            added_delay: plan.delay,
+            process_time,
+        });
+    }
+
     if !plan.delay.is_zero() {
         tokio::time::sleep(plan.delay).await;
     }
@@ -240,6 +345,59 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         return Response::new(ResponseBody::Full(None));
     }
     render(plan, version)
+}
+
+fn protocol_name(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_10 => "HTTP/1.0",
+        _ => "HTTP/1.1",
+    }
+}
+
+/// Runs an admin request on a blocking thread (some endpoints read or write files).
+async fn admin_reply(
+    admin: &Arc<Admin>,
+    parts: &http::request::Parts,
+    rest: &str,
+    body: Bytes,
+    version: Version,
+) -> Response<ResponseBody> {
+    let req = AdminRequest {
+        method: parts.method.as_str().to_owned(),
+        path: rest.to_owned(),
+        query: parts
+            .uri
+            .query()
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default(),
+        authorization: parts
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        body,
+    };
+    let admin = admin.clone();
+    let reply = match tokio::task::spawn_blocking(move || admin.handle(&req)).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("admin request failed: {e}");
+            return render(
+                text_plan(500, format!("admin request failed: {e}\n")),
+                version,
+            );
+        }
+    };
+    let mut resp = Response::new(ResponseBody::full(reply.body));
+    *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
+    if !resp.body().is_empty_full() {
+        resp.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(reply.content_type),
+        );
+    }
+    resp
 }
 
 /// Turns a plan into a hyper response.

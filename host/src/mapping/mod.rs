@@ -17,7 +17,7 @@ use http::{HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
 use crate::matching::request::RequestPattern;
-use crate::plan::{ChunkedDribble, DelayDistribution, Fault};
+use crate::plan::{ChunkedDribble, DelayDistribution, Fault, ProxySpec};
 use fields::{
     FieldError, FieldResult, as_array, as_f64, as_i64, as_object, as_str, as_u64, join, kind,
     warn_unknown,
@@ -70,6 +70,8 @@ pub struct ResponseDef {
     pub delay_distribution: Option<DelayDistribution>,
     pub dribble: Option<ChunkedDribble>,
     pub fault: Option<Fault>,
+    /// Forward to a real service instead of answering from the stub.
+    pub proxy: Option<Arc<ProxySpec>>,
 }
 
 /// What parsing needs to know besides the JSON.
@@ -110,8 +112,12 @@ const RESPONSE_FIELDS: &[&str] = &[
     "delayDistribution",
     "chunkedDribbleDelay",
     "fault",
+    "proxyBaseUrl",
+    "proxyUrlPrefixToRemove",
+    "additionalProxyRequestHeaders",
+    "removeProxyRequestHeaders",
 ];
-const RESPONSE_IGNORED: &[&str] = &["fromConfiguredStub", "additionalProxyRequestHeaders"];
+const RESPONSE_IGNORED: &[&str] = &["fromConfiguredStub"];
 
 impl Mapping {
     /// Compiles one stub. Every problem found is returned (not only the first), so
@@ -258,6 +264,7 @@ fn default_response() -> ResponseDef {
         delay_distribution: None,
         dribble: None,
         fault: None,
+        proxy: None,
     }
 }
 
@@ -291,26 +298,17 @@ fn parse_response(
 ) -> Result<ResponseDef, Vec<FieldError>> {
     let obj = as_object(v, "response").map_err(|e| vec![e])?;
     let mut errors = Vec::new();
-    for (key, what) in [
-        ("transformers", "response transformers"),
-        ("proxyBaseUrl", "proxying (proxyBaseUrl)"),
-    ] {
-        if obj.contains_key(key) {
-            errors.push(FieldError::new(
-                join("response", key),
-                format!("{what} are not supported by this build yet; remove the field or serve this mapping with WireMock"),
-            ));
-        }
+    if obj.contains_key("transformers") {
+        errors.push(FieldError::new(
+            join("response", "transformers"),
+            "response transformers are not supported by this build yet; remove the field or serve this mapping with WireMock",
+        ));
     }
     warn_unknown(
         obj,
         "response",
         RESPONSE_FIELDS,
-        &[
-            RESPONSE_IGNORED,
-            &["transformers", "transformerParameters", "proxyBaseUrl"],
-        ]
-        .concat(),
+        &[RESPONSE_IGNORED, &["transformers", "transformerParameters"]].concat(),
         warnings,
     );
     let mut check = |r: FieldResult<()>| {
@@ -341,6 +339,7 @@ fn parse_response(
     check(parse_headers(obj, &mut out));
     check(parse_body(obj, ctx, &mut out));
     check(parse_delays(obj, &mut out));
+    check(parse_proxy(obj, &mut out));
     check((|| {
         if let Some(f) = obj.get("fault") {
             let name = as_str(f, "response.fault")?;
@@ -361,6 +360,74 @@ fn parse_response(
     } else {
         Err(errors)
     }
+}
+
+/// `proxyBaseUrl` and its companions: forward the request to a real service.
+fn parse_proxy(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<()> {
+    let Some(base) = obj.get("proxyBaseUrl") else {
+        for key in [
+            "proxyUrlPrefixToRemove",
+            "additionalProxyRequestHeaders",
+            "removeProxyRequestHeaders",
+        ] {
+            if obj.contains_key(key) {
+                return Err(FieldError::new(
+                    join("response", key),
+                    "only has an effect with proxyBaseUrl, which is missing",
+                ));
+            }
+        }
+        return Ok(());
+    };
+    let path = "response.proxyBaseUrl";
+    let base = as_str(base, path)?.trim_end_matches('/');
+    let uri: http::Uri = base
+        .parse()
+        .map_err(|e| FieldError::new(path, format!("{base:?} is not a URL: {e}")))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") if uri.authority().is_some() => {}
+        _ => {
+            return Err(FieldError::new(
+                path,
+                format!("{base:?} must be an absolute http:// or https:// URL"),
+            ));
+        }
+    }
+    let prefix = obj
+        .get("proxyUrlPrefixToRemove")
+        .map(|v| as_str(v, "response.proxyUrlPrefixToRemove").map(str::to_owned))
+        .transpose()?;
+    let mut add = Vec::new();
+    if let Some(h) = obj.get("additionalProxyRequestHeaders") {
+        let hpath = "response.additionalProxyRequestHeaders";
+        for (k, v) in as_object(h, hpath)? {
+            let at = join(hpath, k);
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| FieldError::new(&at, "is not a valid header name"))?;
+            let value = HeaderValue::from_str(as_str(v, &at)?).map_err(|_| {
+                FieldError::new(&at, "contains characters not allowed in a header value")
+            })?;
+            add.push((name, value));
+        }
+    }
+    let mut remove = Vec::new();
+    if let Some(list) = obj.get("removeProxyRequestHeaders") {
+        let rpath = "response.removeProxyRequestHeaders";
+        for (i, v) in as_array(list, rpath)?.iter().enumerate() {
+            let at = format!("{rpath}[{i}]");
+            remove.push(
+                HeaderName::from_bytes(as_str(v, &at)?.as_bytes())
+                    .map_err(|_| FieldError::new(&at, "is not a valid header name"))?,
+            );
+        }
+    }
+    out.proxy = Some(Arc::new(ProxySpec {
+        base_url: base.to_owned(),
+        prefix_to_remove: prefix,
+        add_headers: add,
+        remove_headers: remove,
+    }));
+    Ok(())
 }
 
 fn parse_headers(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<()> {

@@ -1,0 +1,178 @@
+//! The JSON shapes of WireMock's admin API: stub mappings, logged requests, serve
+//! events, near misses, errors.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use crate::journal::ServeEvent;
+use crate::mapping::Mapping;
+use crate::mapping::fields::FieldError;
+use crate::request::RequestSnapshot;
+
+/// A stub as the admin API shows it: as written, with `id` and `uuid` filled in.
+pub fn mapping(m: &Mapping) -> Value {
+    let mut v: Value = serde_json::from_str(&m.json).unwrap_or_else(|_| json!({}));
+    if let Value::Object(obj) = &mut v {
+        obj.insert("id".into(), Value::String(m.id.to_string()));
+        obj.insert("uuid".into(), Value::String(m.id.to_string()));
+        obj.remove("mappings");
+    }
+    v
+}
+
+pub fn mappings<'a>(list: impl Iterator<Item = &'a Arc<Mapping>>, total: usize) -> Value {
+    json!({
+        "mappings": list.map(|m| mapping(m)).collect::<Vec<_>>(),
+        "meta": { "total": total }
+    })
+}
+
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub fn iso(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn header_object<'a>(headers: impl Iterator<Item = (&'a str, String)>) -> Value {
+    let mut out = Map::new();
+    for (name, value) in headers {
+        match out.get_mut(name) {
+            None => {
+                out.insert(name.to_owned(), Value::String(value));
+            }
+            Some(Value::Array(list)) => list.push(Value::String(value)),
+            Some(existing) => {
+                let first = existing.take();
+                *existing = Value::Array(vec![first, Value::String(value)]);
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// WireMock's `LoggedRequest`.
+pub fn logged_request(
+    req: &RequestSnapshot,
+    logged_at: SystemTime,
+    protocol: &str,
+    local_port: u16,
+) -> Value {
+    let (host, port) = req
+        .host_port()
+        .unwrap_or_else(|| ("localhost".into(), local_port));
+    let headers = header_object(req.headers.iter().map(|(k, v)| {
+        (
+            k.as_str(),
+            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+        )
+    }));
+    let cookies: Map<String, Value> = req
+        .cookies()
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let mut query = Map::new();
+    for (k, v) in req.query() {
+        let entry = query
+            .entry(k.clone())
+            .or_insert_with(|| json!({"key": k, "values": []}));
+        if let Some(Value::Array(values)) = entry.get_mut("values") {
+            values.push(Value::String(v.clone()));
+        }
+    }
+    let is_form = req
+        .header("content-type")
+        .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
+    let mut form = Map::new();
+    if is_form {
+        for (k, v) in req.form() {
+            let entry = form
+                .entry(k.clone())
+                .or_insert_with(|| json!({"key": k, "values": []}));
+            if let Some(Value::Array(values)) = entry.get_mut("values") {
+                values.push(Value::String(v.clone()));
+            }
+        }
+    }
+    json!({
+        "url": req.url,
+        "absoluteUrl": format!("{}://{}:{}{}", req.scheme, host, port, req.url),
+        "method": req.method,
+        "clientIp": req.client_addr.map(|a| a.ip().to_string()).unwrap_or_else(|| "127.0.0.1".into()),
+        "headers": headers,
+        "cookies": cookies,
+        "browserProxyRequest": false,
+        "loggedDate": millis(logged_at),
+        "bodyAsBase64": base64::engine::general_purpose::STANDARD.encode(&req.body),
+        "body": req.body_text(),
+        "protocol": protocol,
+        "scheme": req.scheme,
+        "host": host,
+        "port": port,
+        "loggedDateString": iso(logged_at),
+        "queryParams": query,
+        "formParams": form,
+    })
+}
+
+/// WireMock's `ServeEvent`.
+pub fn serve_event(e: &ServeEvent) -> Value {
+    let headers = header_object(e.response_headers.iter().map(|(k, v)| {
+        (
+            k.as_str(),
+            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+        )
+    }));
+    let added = e.added_delay.as_millis() as u64;
+    let process = e.process_time.as_millis() as u64;
+    let mut v = json!({
+        "id": e.id.to_string(),
+        "request": logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
+        "responseDefinition": {
+            "status": e.status,
+            "body": String::from_utf8_lossy(&e.response_body),
+        },
+        "response": {
+            "status": e.status,
+            "headers": headers,
+            "bodyAsBase64": base64::engine::general_purpose::STANDARD.encode(&e.response_body),
+            "body": String::from_utf8_lossy(&e.response_body),
+        },
+        "wasMatched": e.was_matched(),
+        "timing": {
+            "addedDelay": added,
+            "processTime": process,
+            "responseSendTime": 0,
+            "serveTime": process,
+            "totalTime": process + added,
+        },
+        "subEvents": [],
+    });
+    if let (Some(m), Value::Object(obj)) = (&e.mapping, &mut v) {
+        obj.insert("stubMapping".into(), mapping(m));
+    }
+    v
+}
+
+/// WireMock's error document for a rejected mapping.
+pub fn errors(errs: &[FieldError]) -> Value {
+    json!({
+        "errors": errs.iter().map(|e| json!({
+            "code": 10,
+            "source": { "pointer": format!("/{}", e.path.replace('.', "/")) },
+            "title": "Error parsing JSON",
+            "detail": e.to_string(),
+        })).collect::<Vec<_>>()
+    })
+}
+
+pub fn error(title: &str, detail: &str) -> Value {
+    json!({ "errors": [ { "code": 10, "title": title, "detail": detail } ] })
+}

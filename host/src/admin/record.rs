@@ -1,0 +1,538 @@
+//! Record and playback: turning proxied traffic into stub mappings.
+//!
+//! `POST /__admin/recordings/start` adds one proxy stub (priority 1, so every request
+//! the filters let through reaches the real service) and remembers when it started;
+//! requests then flow through the ordinary proxy path and land in the journal with
+//! the real service's answer. `stop` removes the proxy stub and turns the journal's
+//! proxied events since the start into stubs; `snapshot` does the same with every
+//! proxied event in the journal, without a recording. Stubs are written as files into
+//! `mappings/` (bodies into `__files/`) and adopted by the store as file stubs, so the
+//! watcher sees files it already knows and does not load them twice.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use crate::journal::ServeEvent;
+use crate::mapping::load;
+use crate::matching::request::RequestPattern;
+use crate::store::Store;
+
+/// The state of the recorder, kept by the admin API.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    state: Mutex<Option<Recording>>,
+}
+
+#[derive(Debug)]
+struct Recording {
+    spec: Spec,
+    started: SystemTime,
+    proxy_stub_id: String,
+}
+
+/// A recording or snapshot request, as WireMock's `RecordSpec`.
+#[derive(Debug)]
+pub struct Spec {
+    target_base_url: Option<String>,
+    /// The raw filter request pattern (also the proxy stub's request).
+    filter_json: Option<Value>,
+    filter: Option<RequestPattern>,
+    ids: Option<Vec<String>>,
+    allow_non_proxied: bool,
+    /// Header name → case-insensitive comparison.
+    capture_headers: Vec<(String, bool)>,
+    text_threshold: Option<u64>,
+    binary_threshold: Option<u64>,
+    persist: bool,
+    repeats_as_scenarios: bool,
+    ids_only: bool,
+}
+
+/// A refused recording call: the HTTP status and the reason.
+pub type Refusal = (u16, String);
+
+impl Spec {
+    pub fn parse(v: &Value) -> Result<Spec, Refusal> {
+        let bad = |m: String| (422, m);
+        let target_base_url = v
+            .get("targetBaseUrl")
+            .map(|t| t.as_str().map(|s| s.trim_end_matches('/').to_owned()))
+            .map(|t| t.ok_or_else(|| bad("targetBaseUrl must be a string".into())))
+            .transpose()?;
+        let mut filter_json = None;
+        let mut filter = None;
+        let mut ids = None;
+        let mut allow_non_proxied = false;
+        if let Some(f) = v.get("filters") {
+            let Some(obj) = f.as_object() else {
+                return Err(bad("filters must be an object".into()));
+            };
+            let mut pattern = obj.clone();
+            if let Some(list) = pattern.remove("ids") {
+                let list = list
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .ok_or_else(|| bad("filters.ids must be a list of request ids".into()))?;
+                ids = Some(list);
+            }
+            if let Some(a) = pattern.remove("allowNonProxied") {
+                allow_non_proxied = a.as_bool().unwrap_or(false);
+            }
+            if !pattern.is_empty() {
+                let pv = Value::Object(pattern);
+                filter = Some(
+                    RequestPattern::parse(&pv, "filters", &mut Vec::new())
+                        .map_err(|e| bad(e.to_string()))?,
+                );
+                filter_json = Some(pv);
+            }
+        }
+        let mut capture_headers = Vec::new();
+        if let Some(c) = v.get("captureHeaders") {
+            let obj = c
+                .as_object()
+                .ok_or_else(|| bad("captureHeaders must be an object".into()))?;
+            for (name, opts) in obj {
+                let ci = opts
+                    .get("caseInsensitive")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                capture_headers.push((name.clone(), ci));
+            }
+        }
+        let threshold = |key: &str| -> Result<Option<u64>, Refusal> {
+            match v.get("extractBodyCriteria").and_then(|c| c.get(key)) {
+                None | Some(Value::Null) => Ok(None),
+                Some(t) => size(t).map(Some).ok_or_else(|| {
+                    bad(format!(
+                        "extractBodyCriteria.{key}: expected a size such as 2048 or \"10 kb\""
+                    ))
+                }),
+            }
+        };
+        let output = v
+            .get("outputFormat")
+            .and_then(Value::as_str)
+            .unwrap_or("FULL");
+        Ok(Spec {
+            target_base_url,
+            filter_json,
+            filter,
+            ids,
+            allow_non_proxied,
+            capture_headers,
+            text_threshold: threshold("textSizeThreshold")?,
+            binary_threshold: threshold("binarySizeThreshold")?,
+            persist: v.get("persist").and_then(Value::as_bool).unwrap_or(true),
+            repeats_as_scenarios: v
+                .get("repeatsAsScenarios")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            ids_only: output.eq_ignore_ascii_case("IDS"),
+        })
+    }
+
+    fn wants(&self, e: &ServeEvent) -> bool {
+        (e.proxied || self.allow_non_proxied)
+            && self.filter.as_ref().is_none_or(|f| f.matches(&e.request))
+            && self
+                .ids
+                .as_ref()
+                .is_none_or(|ids| ids.iter().any(|id| *id == e.id.to_string()))
+    }
+}
+
+/// `2048`, `"2048"`, `"10 kb"`, `"1mb"`.
+fn size(v: &Value) -> Option<u64> {
+    if let Some(n) = v.as_u64() {
+        return Some(n);
+    }
+    let s = v.as_str()?.trim().to_ascii_lowercase();
+    let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let n: u64 = digits.parse().ok()?;
+    let unit = s[digits.len()..].trim();
+    let mult = match unit {
+        "" | "b" => 1,
+        "kb" | "k" => 1024,
+        "mb" | "m" => 1024 * 1024,
+        "gb" | "g" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    Some(n * mult)
+}
+
+impl Recorder {
+    pub fn status(&self) -> &'static str {
+        match &*self.lock() {
+            Some(_) => "Recording",
+            None => "Stopped",
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Recording>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts recording through a proxy stub added to `store`.
+    pub fn start(&self, store: &Store, spec: Spec) -> Result<(), Refusal> {
+        let Some(target) = spec.target_base_url.clone() else {
+            return Err((422, "targetBaseUrl is required to start a recording".into()));
+        };
+        let mut state = self.lock();
+        if state.is_some() {
+            return Err((
+                409,
+                "a recording is already in progress; stop it first".into(),
+            ));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let request = spec.filter_json.clone().unwrap_or_else(|| json!({}));
+        let stub = json!({
+            "id": id,
+            "name": "decoy recording proxy",
+            "priority": 1,
+            "request": request,
+            "response": { "proxyBaseUrl": target },
+        });
+        let mapping = crate::mapping::Mapping::parse(&stub, store.context(), None, &mut Vec::new())
+            .map_err(|errs| {
+                (
+                    422,
+                    errs.iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            })?;
+        store.upsert(mapping);
+        *state = Some(Recording {
+            spec,
+            started: SystemTime::now(),
+            proxy_stub_id: id,
+        });
+        Ok(())
+    }
+
+    /// Stops recording and turns what was recorded into stubs.
+    pub fn stop(&self, store: &Store, events: &[Arc<ServeEvent>]) -> Result<Value, Refusal> {
+        let Some(rec) = self.lock().take() else {
+            return Err((400, "no recording is in progress".into()));
+        };
+        store.remove(&rec.proxy_stub_id);
+        let since: Vec<Arc<ServeEvent>> = events
+            .iter()
+            .filter(|e| e.logged_at >= rec.started)
+            .cloned()
+            .collect();
+        make_stubs(store, &rec.spec, &since)
+    }
+}
+
+/// Turns the wanted `events` (newest first, as the journal lists them) into stubs,
+/// installs them, and returns WireMock's `{"mappings": [...]}` (or `{"ids": [...]}`).
+pub fn make_stubs(
+    store: &Store,
+    spec: &Spec,
+    events: &[Arc<ServeEvent>],
+) -> Result<Value, Refusal> {
+    let wanted: Vec<&Arc<ServeEvent>> = events.iter().rev().filter(|e| spec.wants(e)).collect();
+    // Group identical requests, keeping first-seen order.
+    let mut groups: Vec<(Value, Vec<&ServeEvent>)> = Vec::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    for e in wanted {
+        let request = request_pattern(spec, e);
+        let key = request.to_string();
+        match by_key.get(&key) {
+            Some(&i) => groups[i].1.push(e),
+            None => {
+                by_key.insert(key, groups.len());
+                groups.push((request, vec![e]));
+            }
+        }
+    }
+    let mut stubs: Vec<(Value, Option<(String, Vec<u8>)>)> = Vec::new();
+    let mut scenario_count = 0;
+    for (request, events) in groups {
+        let repeats = spec.repeats_as_scenarios && events.len() > 1;
+        let events = if repeats {
+            events
+        } else {
+            events[..1].to_vec()
+        };
+        let base_name = slug(&events[0].request);
+        let scenario = if repeats {
+            scenario_count += 1;
+            Some(format!("scenario-{scenario_count}-{base_name}"))
+        } else {
+            None
+        };
+        let n = events.len();
+        for (i, e) in events.into_iter().enumerate() {
+            let id = uuid::Uuid::new_v4().to_string();
+            let mut stub = Map::new();
+            stub.insert("id".into(), json!(id));
+            stub.insert("name".into(), json!(base_name));
+            stub.insert("request".into(), request.clone());
+            let (response, file) = response_def(spec, e, &base_name, &id);
+            stub.insert("response".into(), response);
+            if spec.persist {
+                stub.insert("persistent".into(), json!(true));
+            }
+            if let Some(s) = &scenario {
+                stub.insert("scenarioName".into(), json!(s));
+                let state = |k: usize| {
+                    if k == 1 {
+                        "Started".to_owned()
+                    } else {
+                        format!("{s}-{k}")
+                    }
+                };
+                stub.insert("requiredScenarioState".into(), json!(state(i + 1)));
+                if i + 1 < n {
+                    stub.insert("newScenarioState".into(), json!(state(i + 2)));
+                }
+            }
+            stubs.push((Value::Object(stub), file));
+        }
+    }
+
+    let mut mappings_out = Vec::new();
+    if spec.persist {
+        let root = store.root();
+        let mut written = Vec::new();
+        let io = |e: std::io::Error| (500, format!("cannot write the recorded stubs: {e}"));
+        std::fs::create_dir_all(load::mappings_dir(root)).map_err(io)?;
+        for (stub, file) in &stubs {
+            if let Some((name, bytes)) = file {
+                let dir = load::files_dir(root);
+                std::fs::create_dir_all(&dir).map_err(io)?;
+                std::fs::write(dir.join(name), bytes).map_err(io)?;
+            }
+            let name = format!(
+                "{}-{}.json",
+                stub["name"].as_str().unwrap_or("mapping"),
+                stub["id"].as_str().unwrap_or_default()
+            );
+            let rel = PathBuf::from("mappings").join(name);
+            let text = serde_json::to_string_pretty(stub).unwrap_or_default() + "\n";
+            std::fs::write(root.join(&rel), text).map_err(io)?;
+            written.push(rel);
+        }
+        store.adopt_files(&written);
+    } else {
+        for (stub, _) in &stubs {
+            match crate::mapping::Mapping::parse(stub, store.context(), None, &mut Vec::new()) {
+                Ok(m) => {
+                    store.upsert(m);
+                }
+                Err(errs) => tracing::warn!(
+                    "a recorded stub was not valid: {}",
+                    errs.iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            }
+        }
+    }
+    for (stub, _) in stubs {
+        mappings_out.push(stub);
+    }
+    if spec.ids_only {
+        let ids: Vec<Value> = mappings_out.iter().map(|m| m["id"].clone()).collect();
+        return Ok(json!({ "ids": ids }));
+    }
+    Ok(json!({ "mappings": mappings_out }))
+}
+
+fn request_pattern(spec: &Spec, e: &ServeEvent) -> Value {
+    let req = &e.request;
+    let mut out = Map::new();
+    out.insert("url".into(), json!(req.url));
+    out.insert("method".into(), json!(req.method));
+    let mut headers = Map::new();
+    for (name, ci) in &spec.capture_headers {
+        if let Some(v) = req.header(name) {
+            let mut p = Map::new();
+            p.insert("equalTo".into(), json!(v));
+            if *ci {
+                p.insert("caseInsensitive".into(), json!(true));
+            }
+            headers.insert(name.clone(), Value::Object(p));
+        }
+    }
+    if !headers.is_empty() {
+        out.insert("headers".into(), Value::Object(headers));
+    }
+    if !req.body.is_empty() {
+        let text = req.body_text();
+        let ct = req
+            .header("content-type")
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let pattern = if serde_json::from_slice::<Value>(&req.body).is_ok()
+            && (ct.contains("json") || ct.is_empty())
+        {
+            json!({ "equalToJson": text, "ignoreArrayOrder": true, "ignoreExtraElements": true })
+        } else if ct.contains("xml") {
+            json!({ "equalToXml": text })
+        } else {
+            json!({ "equalTo": text })
+        };
+        out.insert("bodyPatterns".into(), json!([pattern]));
+    }
+    Value::Object(out)
+}
+
+/// The response part of a recorded stub, and the body file to write, if any.
+fn response_def(
+    spec: &Spec,
+    e: &ServeEvent,
+    base_name: &str,
+    id: &str,
+) -> (Value, Option<(String, Vec<u8>)>) {
+    let mut out = Map::new();
+    out.insert("status".into(), json!(e.status));
+    let body = &e.response_body;
+    let mut file = None;
+    if !body.is_empty() {
+        let ct = header(e, "content-type")
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let text = std::str::from_utf8(body)
+            .ok()
+            .filter(|_| !is_binary_type(&ct));
+        // When persisting, WireMock writes every body into __files unless criteria say
+        // otherwise; without persisting, bodies stay inline.
+        let threshold = match text {
+            Some(_) => spec.text_threshold,
+            None => spec.binary_threshold,
+        };
+        let extract = match threshold {
+            Some(t) => spec.persist && body.len() as u64 > t,
+            None => spec.persist,
+        };
+        if extract {
+            let name = format!("{base_name}-{id}.{}", extension(&ct, text.is_some()));
+            out.insert("bodyFileName".into(), json!(name));
+            file = Some((name, body.to_vec()));
+        } else if let Some(t) = text {
+            out.insert("body".into(), json!(t));
+        } else {
+            out.insert(
+                "base64Body".into(),
+                json!(base64::engine::general_purpose::STANDARD.encode(body)),
+            );
+        }
+    }
+    let mut headers = Map::new();
+    for (name, value) in e.response_headers.iter() {
+        let v = json!(String::from_utf8_lossy(value.as_bytes()));
+        match headers.get_mut(name.as_str()) {
+            None => {
+                headers.insert(name.as_str().to_owned(), v);
+            }
+            Some(Value::Array(list)) => list.push(v),
+            Some(existing) => {
+                let first = existing.take();
+                *existing = json!([first, v]);
+            }
+        }
+    }
+    if !headers.is_empty() {
+        out.insert("headers".into(), Value::Object(headers));
+    }
+    (Value::Object(out), file)
+}
+
+fn header(e: &ServeEvent, name: &str) -> Option<String> {
+    e.response_headers
+        .iter()
+        .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
+        .map(|(_, v)| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
+fn is_binary_type(ct: &str) -> bool {
+    [
+        "image/",
+        "audio/",
+        "video/",
+        "application/octet-stream",
+        "application/pdf",
+        "application/zip",
+        "application/gzip",
+    ]
+    .iter()
+    .any(|p| ct.starts_with(p))
+}
+
+fn extension(ct: &str, text: bool) -> &'static str {
+    if ct.contains("json") {
+        "json"
+    } else if ct.contains("xml") {
+        "xml"
+    } else if ct.contains("html") {
+        "html"
+    } else if text {
+        "txt"
+    } else {
+        "bin"
+    }
+}
+
+/// `GET /api/users/7?x=1` → `api_users_7`, as WireMock names recorded stubs.
+fn slug(req: &crate::request::RequestSnapshot) -> String {
+    let s: String = req
+        .path()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let s = s.trim_matches('_');
+    let mut out = String::new();
+    for c in s.chars() {
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
+    }
+    out.truncate(80);
+    if out.is_empty() { "root".into() } else { out }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_accept_numbers_and_units() {
+        assert_eq!(size(&json!(2048)), Some(2048));
+        assert_eq!(size(&json!("10 kb")), Some(10240));
+        assert_eq!(size(&json!("1mb")), Some(1 << 20));
+        assert_eq!(size(&json!("lots")), None);
+    }
+
+    #[test]
+    fn slugs_are_made_from_the_path() {
+        let r = crate::request::RequestSnapshot::new("GET", "/api/Users/7?x=1");
+        assert_eq!(slug(&r), "api_users_7");
+        assert_eq!(
+            slug(&crate::request::RequestSnapshot::new("GET", "/")),
+            "root"
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! Forwarding a request to a real service: `proxyBaseUrl` stubs and recording.
+//!
+//! One pooled hyper client (HTTP/1.1 and HTTP/2, plain or TLS with the system's and
+//! Mozilla's roots) is shared by every connection, so proxied load reuses upstream
+//! connections instead of opening one per request.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::plan::ProxySpec;
+use crate::request::RequestSnapshot;
+
+/// WireMock's default `--proxy-timeout` is 300 s; a mock that hangs that long hides
+/// the problem, so decoy waits 60 s unless told otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the real service answered.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub status: u16,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Bytes,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProxyClient {
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    timeout: Duration,
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) are for one connection only, and `host` is
+/// set from the target, as WireMock does by default.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+impl ProxyClient {
+    pub fn new(timeout: Duration) -> ProxyClient {
+        let builder = hyper_rustls::HttpsConnectorBuilder::new();
+        let builder = match builder.with_native_roots() {
+            Ok(b) => b,
+            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
+        };
+        let connector = builder
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .build();
+        ProxyClient {
+            client: Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(30))
+                .build(connector),
+            timeout,
+        }
+    }
+
+    /// Sends `req` to the service `spec` names. The error is a message for the 500
+    /// answer (the upstream is down, slow, or answered something unreadable).
+    pub async fn forward(
+        &self,
+        spec: &ProxySpec,
+        req: &RequestSnapshot,
+    ) -> Result<Upstream, String> {
+        let target = spec.target(&req.url);
+        let uri: http::Uri = target
+            .parse()
+            .map_err(|e| format!("{target} is not a valid URL: {e}"))?;
+        let mut headers = HeaderMap::with_capacity(req.headers.len() + spec.add_headers.len());
+        for (name, value) in &req.headers {
+            if is_hop_by_hop(name)
+                || name == header::HOST
+                || name == header::CONTENT_LENGTH
+                || spec.remove_headers.contains(name)
+            {
+                continue;
+            }
+            headers.append(name.clone(), value.clone());
+        }
+        for (name, value) in &spec.add_headers {
+            headers.insert(name.clone(), value.clone());
+        }
+        let method = http::Method::from_bytes(req.method.as_bytes())
+            .map_err(|_| format!("{:?} is not an HTTP method", req.method))?;
+        let mut out = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Full::new(req.body.clone()))
+            .map_err(|e| e.to_string())?;
+        *out.headers_mut() = headers;
+        let failure = |e: &dyn std::fmt::Display| {
+            format!(
+                "Network failure trying to make a proxied request from decoy to {target}\r\n{e}"
+            )
+        };
+        let call = async {
+            let resp = self.client.request(out).await.map_err(|e| failure(&e))?;
+            let status = resp.status().as_u16();
+            let headers: Vec<(HeaderName, HeaderValue)> = resp
+                .headers()
+                .iter()
+                .filter(|(n, _)| !is_hop_by_hop(n) && *n != header::CONTENT_LENGTH)
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| failure(&e))?
+                .to_bytes();
+            Ok(Upstream {
+                status,
+                headers,
+                body,
+            })
+        };
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(r) => r,
+            Err(_) => Err(failure(&format!(
+                "no answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! The mapping store: where mappings come from, and how a change becomes a new live set.
+//!
+//! Mappings come from two places: files under `mappings/` and the admin API. The store
+//! keeps, per file, the last version that loaded cleanly, and, for the API, the stubs
+//! it created plus the file stubs it edited or deleted. Any change rebuilds the full
+//! list (files in path order, then API stubs in creation order, so a later API stub
+//! wins ties as in WireMock) and publishes it to the [`Engine`] in one atomic swap.
+//!
+//! A file that fails to load keeps its last good version live; its problems are kept
+//! here so the admin API can show them, and fixing the file clears them. The lock is
+//! held while a rebuild runs (milliseconds, no await), so rebuilds never interleave.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::engine::Engine;
+use crate::mapping::load::{self, Problem};
+use crate::mapping::{Mapping, ParseContext};
+
+/// What one mapping file contributes.
+#[derive(Debug, Default)]
+struct FileState {
+    /// Hash of the content last read, to skip events for unchanged files (such as
+    /// the ones `save` writes itself).
+    hash: u64,
+    /// The last version that loaded cleanly (or, on the very first load, its valid stubs).
+    mappings: Vec<Arc<Mapping>>,
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    files: BTreeMap<PathBuf, FileState>,
+    /// Stubs created through the admin API, in creation order.
+    api: Vec<Arc<Mapping>>,
+    /// File stubs replaced through the admin API, by id.
+    overrides: HashMap<Arc<str>, Arc<Mapping>>,
+    /// File stubs deleted through the admin API.
+    deleted: HashSet<Arc<str>>,
+}
+
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    ctx: ParseContext,
+    engine: Arc<Engine>,
+    state: Mutex<State>,
+}
+
+/// Counts after a (re)load, for logs and the ready line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    pub loaded: usize,
+    pub rejected: usize,
+}
+
+impl Store {
+    pub fn new(root: &Path, engine: Arc<Engine>) -> Store {
+        Store {
+            root: root.to_path_buf(),
+            ctx: ParseContext {
+                files_dir: load::files_dir(root),
+            },
+            engine,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn context(&self) -> &ParseContext {
+        &self.ctx
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes mappings already loaded from `report` (the first load at start).
+    pub fn install_initial(&self, report: load::LoadReport) {
+        let mut st = self.lock();
+        let mut by_file: BTreeMap<PathBuf, FileState> = BTreeMap::new();
+        for m in report.mappings {
+            let file = m
+                .source
+                .as_ref()
+                .map(|s| s.file.clone())
+                .unwrap_or_default();
+            by_file.entry(file).or_default().mappings.push(Arc::new(m));
+        }
+        for p in report.problems {
+            by_file.entry(p.file.clone()).or_default().problems.push(p);
+        }
+        for w in report.warnings {
+            by_file.entry(w.file.clone()).or_default().warnings.push(w);
+        }
+        for (file, state) in by_file.iter_mut() {
+            state.hash = hash_file(&self.root.join(file)).unwrap_or(0);
+        }
+        st.files = by_file;
+        self.publish(&st);
+    }
+
+    /// Re-reads every file below `mappings/` (after `__files/` changed, a directory was
+    /// renamed, or on request) and publishes the result.
+    pub fn reload_all(&self) -> Counts {
+        let files = load::mapping_files(&self.root).unwrap_or_default();
+        let mut st = self.lock();
+        let present: HashSet<&PathBuf> = files.iter().collect();
+        st.files.retain(|f, _| present.contains(f));
+        for rel in &files {
+            self.refresh_file(&mut st, rel, true);
+        }
+        self.publish(&st)
+    }
+
+    /// Re-reads the given mapping files (relative to the root) and publishes.
+    pub fn reload_files(&self, rels: &[PathBuf]) -> Counts {
+        let mut st = self.lock();
+        let mut changed = false;
+        for rel in rels {
+            changed |= self.refresh_file(&mut st, rel, false);
+        }
+        if changed {
+            self.publish(&st)
+        } else {
+            counts(&st)
+        }
+    }
+
+    /// Loads files just written by decoy itself (recordings), so they are live at
+    /// once; the watcher then sees content it already has and skips them.
+    pub fn adopt_files(&self, rels: &[PathBuf]) -> Counts {
+        self.reload_files(rels)
+    }
+
+    /// Returns whether anything changed. `force` re-parses even an unchanged file
+    /// (its body files may have changed).
+    fn refresh_file(&self, st: &mut State, rel: &Path, force: bool) -> bool {
+        let full = self.root.join(rel);
+        let Some(hash) = hash_file(&full) else {
+            return st.files.remove(rel).is_some();
+        };
+        if !force && st.files.get(rel).is_some_and(|f| f.hash == hash) {
+            return false;
+        }
+        let loaded = load::load_file(&self.root, rel, &self.ctx);
+        let previous = st.files.remove(rel);
+        let state = if loaded.problems.is_empty() {
+            FileState {
+                hash,
+                mappings: loaded.mappings.into_iter().map(Arc::new).collect(),
+                problems: Vec::new(),
+                warnings: loaded.warnings,
+            }
+        } else {
+            for p in &loaded.problems {
+                tracing::warn!("{p} (the last good version of the file stays live)");
+            }
+            FileState {
+                hash,
+                mappings: match previous {
+                    Some(prev) => prev.mappings,
+                    None => loaded.mappings.into_iter().map(Arc::new).collect(),
+                },
+                problems: loaded.problems,
+                warnings: loaded.warnings,
+            }
+        };
+        st.files.insert(rel.to_path_buf(), state);
+        true
+    }
+
+    /// Builds the full list and swaps it in.
+    fn publish(&self, st: &State) -> Counts {
+        let mut all: Vec<Arc<Mapping>> = Vec::new();
+        for f in st.files.values() {
+            for m in &f.mappings {
+                if st.deleted.contains(&m.id) {
+                    continue;
+                }
+                all.push(
+                    st.overrides
+                        .get(&m.id)
+                        .cloned()
+                        .unwrap_or_else(|| m.clone()),
+                );
+            }
+        }
+        all.extend(st.api.iter().cloned());
+        self.engine.replace_shared(all);
+        counts(st)
+    }
+
+    /// Current problems and warnings of every file.
+    pub fn problems(&self) -> (Vec<Problem>, Vec<Problem>) {
+        let st = self.lock();
+        let problems = st
+            .files
+            .values()
+            .flat_map(|f| f.problems.iter().cloned())
+            .collect();
+        let warnings = st
+            .files
+            .values()
+            .flat_map(|f| f.warnings.iter().cloned())
+            .collect();
+        (problems, warnings)
+    }
+
+    /// Adds or replaces (by id) a stub through the API.
+    pub fn upsert(&self, m: Mapping) -> Arc<Mapping> {
+        let m = Arc::new(m);
+        let mut st = self.lock();
+        if let Some(slot) = st.api.iter_mut().find(|x| x.id == m.id) {
+            *slot = m.clone();
+        } else if file_ids(&st).contains(&m.id) {
+            st.deleted.remove(&m.id);
+            st.overrides.insert(m.id.clone(), m.clone());
+        } else {
+            st.api.push(m.clone());
+        }
+        self.publish(&st);
+        m
+    }
+
+    /// Removes a stub by id; false when there is none.
+    pub fn remove(&self, id: &str) -> bool {
+        let mut st = self.lock();
+        let before = st.api.len();
+        st.api.retain(|m| &*m.id != id);
+        let mut found = st.api.len() != before;
+        if !found && let Some(fid) = file_ids(&st).into_iter().find(|f| &**f == id) {
+            if !st.deleted.contains(&fid) {
+                st.overrides.remove(&fid);
+                st.deleted.insert(fid);
+                found = true;
+            }
+        }
+        if found {
+            self.publish(&st);
+        }
+        found
+    }
+
+    /// Removes every stub (files stay on disk; `reset` brings them back).
+    pub fn remove_all(&self) {
+        let mut st = self.lock();
+        st.api.clear();
+        st.overrides.clear();
+        st.deleted = file_ids(&st);
+        self.publish(&st);
+    }
+
+    /// Back to what is on disk: drops API stubs, edits and deletions, re-reads files.
+    pub fn reset(&self) -> Counts {
+        {
+            let mut st = self.lock();
+            st.api.clear();
+            st.overrides.clear();
+            st.deleted.clear();
+        }
+        self.reload_all()
+    }
+
+    /// Writes the stubs created or edited through the API into `mappings/`, one file
+    /// each, and from then on treats them as file stubs. Returns the files written.
+    pub fn save(&self) -> std::io::Result<Vec<PathBuf>> {
+        let mut st = self.lock();
+        let dir = load::mappings_dir(&self.root);
+        std::fs::create_dir_all(&dir)?;
+        let mut written = Vec::new();
+        let edited: Vec<Arc<Mapping>> = st.overrides.values().cloned().collect();
+        for m in st.api.iter().chain(edited.iter()) {
+            // An edited file stub is written back over its own file when that file
+            // holds only it; otherwise (and for API stubs) into a new file.
+            let rel = match &m.source {
+                Some(src)
+                    if st
+                        .files
+                        .get(&src.file)
+                        .is_some_and(|f| f.mappings.len() == 1) =>
+                {
+                    src.file.clone()
+                }
+                _ => PathBuf::from("mappings").join(file_name_for(m)),
+            };
+            let text = pretty(&m.json);
+            let full = self.root.join(&rel);
+            if let Some(parent) = full.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&full, &text)?;
+            written.push(rel);
+        }
+        st.api.clear();
+        st.overrides.clear();
+        for rel in &written {
+            self.refresh_file(&mut st, rel, true);
+        }
+        self.publish(&st);
+        Ok(written)
+    }
+}
+
+fn counts(st: &State) -> Counts {
+    Counts {
+        loaded: st.files.values().map(|f| f.mappings.len()).sum::<usize>() + st.api.len(),
+        rejected: st
+            .files
+            .values()
+            .map(|f| {
+                f.problems
+                    .iter()
+                    .map(|p| p.stub.as_ref().map(|s| s.index))
+                    .collect::<HashSet<_>>()
+                    .len()
+            })
+            .sum(),
+    }
+}
+
+fn file_ids(st: &State) -> HashSet<Arc<str>> {
+    st.files
+        .values()
+        .flat_map(|f| f.mappings.iter().map(|m| m.id.clone()))
+        .collect()
+}
+
+fn hash_file(path: &Path) -> Option<u64> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
+}
+
+fn pretty(json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| json.to_owned())
+        + "\n"
+}
+
+/// `get-user-<id>.json`, as WireMock names saved stubs (name slug, then id).
+fn file_name_for(m: &Mapping) -> String {
+    let slug: String = m
+        .name
+        .as_deref()
+        .unwrap_or("mapping")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let slug = slug.trim_matches('-');
+    format!(
+        "{}-{}.json",
+        if slug.is_empty() { "mapping" } else { slug },
+        m.id
+    )
+}

@@ -1,0 +1,138 @@
+//! Hot reload: watch the root directory and feed changes to the [`Store`].
+//!
+//! `notify` delivers file-system events on its own thread; they are forwarded to a
+//! tokio task that debounces them (a burst ends after 40 ms of quiet, or 200 ms at
+//! most, so a `git checkout` of 1,000 files is a few reloads, and one edit is live
+//! well within 250 ms) and then reloads on a blocking thread:
+//!
+//! - changes to `*.json` files under `mappings/` reload just those files;
+//! - anything else that matters (a body file under `__files/`, a new or renamed
+//!   directory, an overflowed event queue) re-reads every mapping file.
+//!
+//! Editors that write a temporary file and rename it over the original produce a
+//! rename event naming the original, which is all that is needed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{EventKind, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::store::Store;
+
+const QUIET: Duration = Duration::from_millis(40);
+const MAX_WAIT: Duration = Duration::from_millis(200);
+
+/// Keeps the watcher alive; dropping it stops watching.
+#[derive(Debug)]
+pub struct WatchHandle {
+    _watcher: notify::RecommendedWatcher,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+enum Change {
+    Files(Vec<PathBuf>),
+    Everything,
+}
+
+/// Starts watching `store.root()`. Must run inside a tokio runtime.
+pub fn spawn(store: Arc<Store>) -> notify::Result<WatchHandle> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<notify::Result<notify::Event>>();
+    let mut watcher = notify::recommended_watcher(move |ev| {
+        let _ = tx.send(ev);
+    })?;
+    let root = store
+        .root()
+        .canonicalize()
+        .unwrap_or_else(|_| store.root().to_path_buf());
+    watcher.watch(&root, RecursiveMode::Recursive)?;
+    let task = tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            let started = tokio::time::Instant::now();
+            loop {
+                let left = MAX_WAIT.saturating_sub(started.elapsed());
+                match tokio::time::timeout(QUIET.min(left), rx.recv()).await {
+                    Ok(Some(ev)) if !left.is_zero() => batch.push(ev),
+                    Ok(None) => return,
+                    _ => break,
+                }
+            }
+            let Some(change) = classify(&root, batch) else {
+                continue;
+            };
+            let store = store.clone();
+            let t0 = std::time::Instant::now();
+            let result = tokio::task::spawn_blocking(move || match change {
+                Change::Files(files) => store.reload_files(&files),
+                Change::Everything => store.reload_all(),
+            })
+            .await;
+            if let Ok(counts) = result {
+                tracing::info!(
+                    "reloaded in {:?}: {} mappings live, {} rejected",
+                    t0.elapsed(),
+                    counts.loaded,
+                    counts.rejected
+                );
+            }
+        }
+    });
+    Ok(WatchHandle {
+        _watcher: watcher,
+        task,
+    })
+}
+
+fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> Option<Change> {
+    let mappings = root.join("mappings");
+    let files = root.join("__files");
+    let mut changed = Vec::new();
+    let mut everything = false;
+    for ev in batch {
+        let Ok(ev) = ev else {
+            everything = true;
+            continue;
+        };
+        if ev.need_rescan() {
+            everything = true;
+        }
+        if matches!(ev.kind, EventKind::Access(_)) {
+            continue;
+        }
+        for path in &ev.paths {
+            if path.starts_with(&files) {
+                everything = true;
+            } else if let Ok(rel) = path.strip_prefix(root)
+                && path.starts_with(&mappings)
+            {
+                let is_json = path
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+                let hidden = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.'));
+                if is_json && !hidden {
+                    changed.push(rel.to_path_buf());
+                } else if path.is_dir() || path.extension().is_none() {
+                    // A directory appeared, vanished or was renamed.
+                    everything = true;
+                }
+            }
+        }
+    }
+    if everything {
+        return Some(Change::Everything);
+    }
+    changed.sort();
+    changed.dedup();
+    (!changed.is_empty()).then_some(Change::Files(changed))
+}
