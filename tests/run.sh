@@ -9,12 +9,20 @@ log() { printf '\n== %s\n' "$*"; }
 log "rust tests (unit, integration on port 0, fixture folders, property tests)"
 cargo test --workspace
 
-log "fixtures against real WireMock 3.13.2"
+log "admin API driven by a third-party client (PyPI package wiremock) against decoy"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check 'wiremock==2.7.0'
+cargo build --quiet -p decoy
+"$work/venv/bin/python" tests/client-compat.py decoy target/debug/decoy
+
+log "fixtures and the same client against real WireMock 3.13.2"
 if command -v java >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
-  wm=$(mktemp -d)
-  trap 'rm -rf "$wm"' EXIT
-  (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
-  python3 tests/wiremock-compat.py "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar"
+  (cd "$work" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
+  jar="$work/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar"
+  python3 tests/wiremock-compat.py "$jar"
+  "$work/venv/bin/python" tests/client-compat.py wiremock "$jar"
 else
   echo "skipped: needs java and npm (the Rust tests above still check every fixture against decoy)"
 fi

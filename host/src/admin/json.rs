@@ -14,13 +14,19 @@ use crate::request::RequestSnapshot;
 
 /// A stub as the admin API shows it: as written, with `id` and `uuid` filled in.
 pub fn mapping(m: &Mapping) -> Value {
-    let mut v: Value = serde_json::from_str(&m.json).unwrap_or_else(|_| json!({}));
-    if let Value::Object(obj) = &mut v {
-        obj.insert("id".into(), Value::String(m.id.to_string()));
-        obj.insert("uuid".into(), Value::String(m.id.to_string()));
-        obj.remove("mappings");
+    let written: Value = serde_json::from_str(&m.json).unwrap_or_else(|_| json!({}));
+    // `id` first and `uuid` last, as WireMock writes them.
+    let mut out = Map::new();
+    out.insert("id".into(), Value::String(m.id.to_string()));
+    if let Value::Object(obj) = written {
+        for (k, v) in obj {
+            if !matches!(k.as_str(), "id" | "uuid" | "mappings") {
+                out.insert(k, v);
+            }
+        }
     }
-    v
+    out.insert("uuid".into(), Value::String(m.id.to_string()));
+    Value::Object(out)
 }
 
 pub fn mappings<'a>(list: impl Iterator<Item = &'a Arc<Mapping>>, total: usize) -> Value {

@@ -13,6 +13,7 @@ pub mod record;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -73,8 +74,15 @@ impl AdminReply {
         }
     }
 
+    /// WireMock answers `{}` where there is nothing to say.
+    fn ok() -> Self {
+        AdminReply::json(200, json!({}))
+    }
+
+    /// WireMock's 404s for a missing mapping, request or file have no body.
     fn not_found(what: &str) -> Self {
-        AdminReply::json(404, json::error("Not found", what))
+        tracing::debug!("admin API: {what}");
+        AdminReply::empty(404)
     }
 
     fn bad_request(detail: &str) -> Self {
@@ -147,7 +155,7 @@ impl Admin {
             ("POST", ["mappings"]) => self.create_mapping(req),
             ("DELETE", ["mappings"]) => {
                 self.store.remove_all();
-                AdminReply::empty(200)
+                AdminReply::ok()
             }
             ("POST", ["mappings", "reset"]) => {
                 self.store.reset();
@@ -169,7 +177,7 @@ impl Admin {
                 for m in self.unmatched_mappings() {
                     self.store.remove(&m.id);
                 }
-                AdminReply::empty(200)
+                AdminReply::ok()
             }
             ("GET", ["mappings", id]) => match self.find_mapping(id) {
                 Some(m) => AdminReply::json(200, json::mapping(&m)),
@@ -178,7 +186,7 @@ impl Admin {
             ("PUT", ["mappings", id]) => self.edit_mapping(req, id),
             ("DELETE", ["mappings", id]) => {
                 if self.store.remove(id) {
-                    AdminReply::empty(200)
+                    AdminReply::ok()
                 } else {
                     AdminReply::not_found(&format!("no mapping with id {id}"))
                 }
@@ -187,16 +195,19 @@ impl Admin {
             ("GET", ["requests"]) => self.list_requests(req),
             ("DELETE", ["requests"]) | ("POST", ["requests", "reset"]) => {
                 self.journal.clear();
-                AdminReply::empty(200)
+                AdminReply::ok()
             }
-            ("POST", ["requests", "count"]) => self.with_pattern(req, |events| json!({ "count": events.len() })),
+            ("POST", ["requests", "count"]) => {
+                let disabled = !self.journal.enabled();
+                self.with_pattern(req, |events| json!({ "count": events.len(), "requestJournalDisabled": disabled }))
+            }
             ("POST", ["requests", "find"]) => self.with_pattern(req, |events| {
                 json!({ "requests": events.iter().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": false })
             }),
             ("POST", ["requests", "remove"]) => match self.parse_pattern(req) {
                 Ok(p) => {
                     let gone = self.journal.remove_where(|e| p.matches(&e.request));
-                    AdminReply::json(200, json!({ "requests": gone.iter().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>() }))
+                    AdminReply::json(200, json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }))
                 }
                 Err(r) => r,
             },
@@ -217,7 +228,7 @@ impl Admin {
             },
             ("DELETE", ["requests", id]) => {
                 self.journal.remove_by_id(id);
-                AdminReply::empty(200)
+                AdminReply::ok()
             }
             ("POST", ["near-misses", "request"]) => match req.json_body() {
                 Ok(v) => match snapshot_from_logged(&v) {
@@ -237,7 +248,7 @@ impl Admin {
                             (score(&lines), json!({
                                 "request": json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
                                 "requestPattern": req.json_body().unwrap_or_default(),
-                                "matchResult": { "distance": score(&lines) },
+                                "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": score(&lines) },
                             }))
                         })
                         .collect();
@@ -250,7 +261,7 @@ impl Admin {
             ("GET", ["scenarios"]) => AdminReply::json(200, self.scenarios()),
             ("POST", ["scenarios", "reset"]) => {
                 self.engine().reset_scenarios();
-                AdminReply::empty(200)
+                AdminReply::ok()
             }
             ("PUT", ["scenarios", name, "state"]) => self.set_scenario(req, name),
             ("POST", ["scenarios", name, "state"]) => self.set_scenario(req, name),
@@ -516,7 +527,7 @@ impl Admin {
             for m in &found {
                 self.store.remove(&m.id);
             }
-            return AdminReply::empty(200);
+            return AdminReply::ok();
         }
         let total = found.len();
         AdminReply::json(200, json::mappings(found.iter(), total))
@@ -605,7 +616,7 @@ impl Admin {
                 json!({
                     "request": logged.clone(),
                     "stubMapping": json::mapping(m),
-                    "matchResult": { "distance": distance },
+                    "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": distance },
                 })
             })
             .collect()
@@ -659,16 +670,19 @@ impl Admin {
             .iter()
             .any(|m| m.scenario.as_ref().is_some_and(|s| s.name == name));
         if !exists {
-            return AdminReply::not_found(&format!("no scenario named {name:?}"));
+            return AdminReply::json(
+                404,
+                json!({ "errors": [ { "code": 404, "title": format!("Scenario {name} does not exist") } ] }),
+            );
         }
         match v.get("state").and_then(Value::as_str) {
             Some(state) => {
                 self.engine().set_scenario_state(name, state);
-                AdminReply::empty(200)
+                AdminReply::ok()
             }
             None => {
                 self.engine().set_scenario_state(name, STARTED);
-                AdminReply::empty(200)
+                AdminReply::ok()
             }
         }
     }
@@ -723,7 +737,11 @@ impl Admin {
                     return AdminReply::json(500, json::error("Write failed", &e.to_string()));
                 }
                 match std::fs::write(&path, &req.body) {
-                    Ok(()) => AdminReply::text(200, "application/octet-stream", req.body.clone()),
+                    // WireMock answers with the content, base64-encoded, as a JSON string.
+                    Ok(()) => AdminReply::json(
+                        200,
+                        json!(base64::engine::general_purpose::STANDARD.encode(&req.body)),
+                    ),
                     Err(e) => AdminReply::json(500, json::error("Write failed", &e.to_string())),
                 }
             }

@@ -25,7 +25,15 @@ use crate::store::Store;
 /// The state of the recorder, kept by the admin API.
 #[derive(Debug, Default)]
 pub struct Recorder {
-    state: Mutex<Option<Recording>>,
+    state: Mutex<RecorderState>,
+}
+
+#[derive(Debug, Default)]
+enum RecorderState {
+    #[default]
+    NeverStarted,
+    Recording(Recording),
+    Stopped,
 }
 
 #[derive(Debug)]
@@ -172,14 +180,16 @@ fn size(v: &Value) -> Option<u64> {
 }
 
 impl Recorder {
+    /// WireMock's names: `NeverStarted`, `Recording`, `Stopped`.
     pub fn status(&self) -> &'static str {
         match &*self.lock() {
-            Some(_) => "Recording",
-            None => "Stopped",
+            RecorderState::NeverStarted => "NeverStarted",
+            RecorderState::Recording(_) => "Recording",
+            RecorderState::Stopped => "Stopped",
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Recording>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RecorderState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -189,7 +199,7 @@ impl Recorder {
             return Err((422, "targetBaseUrl is required to start a recording".into()));
         };
         let mut state = self.lock();
-        if state.is_some() {
+        if matches!(*state, RecorderState::Recording(_)) {
             return Err((
                 409,
                 "a recording is already in progress; stop it first".into(),
@@ -215,7 +225,7 @@ impl Recorder {
                 )
             })?;
         store.upsert(mapping);
-        *state = Some(Recording {
+        *state = RecorderState::Recording(Recording {
             spec,
             started: SystemTime::now(),
             proxy_stub_id: id,
@@ -225,8 +235,15 @@ impl Recorder {
 
     /// Stops recording and turns what was recorded into stubs.
     pub fn stop(&self, store: &Store, events: &[Arc<ServeEvent>]) -> Result<Value, Refusal> {
-        let Some(rec) = self.lock().take() else {
-            return Err((400, "no recording is in progress".into()));
+        let rec = {
+            let mut state = self.lock();
+            match std::mem::replace(&mut *state, RecorderState::Stopped) {
+                RecorderState::Recording(rec) => rec,
+                other => {
+                    *state = other;
+                    return Err((400, "no recording is in progress".into()));
+                }
+            }
         };
         store.remove(&rec.proxy_stub_id);
         let since: Vec<Arc<ServeEvent>> = events
