@@ -28,12 +28,36 @@ def free_port():
 def request(port, req):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     body = req.get("body", "").encode()
-    conn.request(req.get("method", "GET"), req["url"], body=body, headers=req.get("headers", {}))
+    headers = dict(req.get("headers", {}))
+    if "json" in req:
+        body = json.dumps(req["json"]).encode()
+        headers["Content-Type"] = "application/json"
+    conn.request(req.get("method", "GET"), req["url"], body=body, headers=headers)
     resp = conn.getresponse()
     data = resp.read().decode("utf-8", "replace")
     headers = {k.lower(): v for k, v in resp.getheaders()[::-1]}  # first value wins
     conn.close()
     return resp.status, headers, data
+
+
+def subset_problems(expected, actual, at="$"):
+    """Where `actual` lacks something `expected` has (objects may have more keys;
+    lists must have the same length)."""
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return [f"{at}: expected an object, got {actual!r}"]
+        out = []
+        for k, v in expected.items():
+            if k not in actual:
+                out.append(f"{at}.{k}: missing")
+            else:
+                out += subset_problems(v, actual[k], f"{at}.{k}")
+        return out
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [f"{at}: expected a list of {len(expected)}, got {actual!r}"]
+        return [p for i, (e, a) in enumerate(zip(expected, actual)) for p in subset_problems(e, a, f"{at}[{i}]")]
+    return [] if expected == actual else [f"{at}: {actual!r}, expected {expected!r}"]
 
 
 def check(case, status, headers, body):
@@ -48,6 +72,11 @@ def check(case, status, headers, body):
             problems.append(f"header {k}: {headers.get(k.lower())!r}, expected {v!r}")
     if "body" in exp and body != exp["body"]:
         problems.append(f"body {body!r}, expected {exp['body']!r}")
+    if "json" in exp:
+        try:
+            problems += subset_problems(exp["json"], json.loads(body))
+        except ValueError:
+            problems.append(f"body is not JSON: {body!r}")
     for part in exp.get("bodyContains", []):
         if part not in body:
             problems.append(f"body lacks {part!r}")

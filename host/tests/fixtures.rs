@@ -61,12 +61,19 @@ async fn every_fixture_folder_gets_its_expected_answers() {
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
                 .collect();
+            let mut headers = headers;
+            let json_body = req.get("json").map(|j| j.to_string());
+            if json_body.is_some() {
+                headers.push(("content-type", "application/json"));
+            }
             let a = common::send(
                 server.http_addr,
                 req["method"].as_str().unwrap_or("GET"),
                 req["url"].as_str().unwrap(),
                 &headers,
-                req["body"].as_str().unwrap_or(""),
+                json_body
+                    .as_deref()
+                    .unwrap_or(req["body"].as_str().unwrap_or("")),
             )
             .await;
             let at = format!(
@@ -90,6 +97,13 @@ async fn every_fixture_folder_gets_its_expected_answers() {
             if let Some(body) = expect["body"].as_str() {
                 assert_eq!(a.body, body, "{at}");
             }
+            if let Some(expected) = expect.get("json") {
+                let actual: Value = serde_json::from_str(&a.body)
+                    .unwrap_or_else(|e| panic!("{at}: body is not JSON ({e}): {}", a.body));
+                let mut problems = Vec::new();
+                json_subset(expected, &actual, "$", &mut problems);
+                assert!(problems.is_empty(), "{at}: {problems:?}\n{}", a.body);
+            }
             if let Some(parts) = expect["bodyContains"].as_array() {
                 for p in parts {
                     assert!(
@@ -104,6 +118,28 @@ async fn every_fixture_folder_gets_its_expected_answers() {
         server.shutdown().await;
     }
     assert!(ran > 10, "only {ran} fixture cases ran");
+}
+
+/// Where `actual` lacks something `expected` has: objects may have more keys, lists
+/// must have the same length (as `subset_problems` in tests/wiremock-compat.py).
+fn json_subset(expected: &Value, actual: &Value, at: &str, problems: &mut Vec<String>) {
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (k, v) in e {
+                match a.get(k) {
+                    Some(av) => json_subset(v, av, &format!("{at}.{k}"), problems),
+                    None => problems.push(format!("{at}.{k}: missing")),
+                }
+            }
+        }
+        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => {
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                json_subset(ev, av, &format!("{at}[{i}]"), problems);
+            }
+        }
+        (e, a) if e == a => {}
+        (e, a) => problems.push(format!("{at}: {a}, expected {e}")),
+    }
 }
 
 #[test]
