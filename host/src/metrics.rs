@@ -76,17 +76,15 @@ impl Metrics {
         let mut out = String::new();
         out.push_str("# HELP decoy_requests_total Requests answered, by transport and outcome.\n");
         out.push_str("# TYPE decoy_requests_total counter\n");
-        for (transport, m) in [("http", &self.http)] {
-            let _ = writeln!(
-                out,
-                "decoy_requests_total{{transport=\"{transport}\",outcome=\"matched\"}} {}",
-                m.matched.load(Ordering::Relaxed)
-            );
-            let _ = writeln!(
-                out,
-                "decoy_requests_total{{transport=\"{transport}\",outcome=\"unmatched\"}} {}",
-                m.unmatched.load(Ordering::Relaxed)
-            );
+        let transports = [("http", &self.http)];
+        for (transport, m) in transports {
+            for (outcome, n) in [("matched", &m.matched), ("unmatched", &m.unmatched)] {
+                let _ = writeln!(
+                    out,
+                    "decoy_requests_total{{transport=\"{transport}\",outcome=\"{outcome}\"}} {}",
+                    n.load(Ordering::Relaxed)
+                );
+            }
         }
         out.push_str("# HELP decoy_mapping_requests_total Requests answered by each mapping.\n");
         out.push_str("# TYPE decoy_mapping_requests_total counter\n");
@@ -103,9 +101,13 @@ impl Metrics {
             "# HELP decoy_processing_seconds Time from request read to response written, without configured delays.\n",
         );
         out.push_str("# TYPE decoy_processing_seconds histogram\n");
-        self.http
-            .processing
-            .render(&mut out, "decoy_processing_seconds", "transport=\"http\"");
+        for (transport, m) in transports {
+            m.processing.render(
+                &mut out,
+                "decoy_processing_seconds",
+                &format!("transport=\"{transport}\""),
+            );
+        }
         out
     }
 }

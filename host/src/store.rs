@@ -239,12 +239,13 @@ impl Store {
         let before = st.api.len();
         st.api.retain(|m| &*m.id != id);
         let mut found = st.api.len() != before;
-        if !found && let Some(fid) = file_ids(&st).into_iter().find(|f| &**f == id) {
-            if !st.deleted.contains(&fid) {
-                st.overrides.remove(&fid);
-                st.deleted.insert(fid);
-                found = true;
-            }
+        if !found
+            && let Some(fid) = file_ids(&st).into_iter().find(|f| &**f == id)
+            && !st.deleted.contains(&fid)
+        {
+            st.overrides.remove(&fid);
+            st.deleted.insert(fid);
+            found = true;
         }
         if found {
             self.publish(&st);

@@ -277,7 +277,7 @@ pub fn make_stubs(
             }
         }
     }
-    let mut stubs: Vec<(Value, Option<(String, Vec<u8>)>)> = Vec::new();
+    let mut stubs: Vec<(Value, Option<BodyFile>)> = Vec::new();
     let mut scenario_count = 0;
     for (request, events) in groups {
         let repeats = spec.repeats_as_scenarios && events.len() > 1;
@@ -411,13 +411,16 @@ fn request_pattern(spec: &Spec, e: &ServeEvent) -> Value {
     Value::Object(out)
 }
 
+/// A body file to write into `__files`: its name and content.
+type BodyFile = (String, Vec<u8>);
+
 /// The response part of a recorded stub, and the body file to write, if any.
 fn response_def(
     spec: &Spec,
     e: &ServeEvent,
     base_name: &str,
     id: &str,
-) -> (Value, Option<(String, Vec<u8>)>) {
+) -> (Value, Option<BodyFile>) {
     let mut out = Map::new();
     out.insert("status".into(), json!(e.status));
     let body = &e.response_body;

@@ -1,0 +1,651 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The mapping lifecycle against real servers on port 0: hot reload of the root
+//! directory, the admin API's writes (save, reset, files), its protection, the
+//! journal's bounds, metrics, proxying and recording.
+//!
+//! Waiting for the file watcher polls with a generous bound (10 s) instead of asserting
+//! a latency: how fast a reload is is measured by the benchmark, not here.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Answer, get, send};
+use decoy::server::{ServeOptions, start};
+use serde_json::{Value, json};
+
+/// Polls `GET path` until `want` holds for the answer, for up to 10 s.
+async fn eventually(addr: SocketAddr, path: &str, want: impl Fn(&Answer) -> bool) -> Answer {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let a = get(addr, path).await;
+        if want(&a) || tokio::time::Instant::now() > deadline {
+            return a;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn stub(url: &str, body: &str) -> String {
+    json!({"request": {"method": "GET", "url": url}, "response": {"body": body}}).to_string()
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// Writes as editors do: a temporary file renamed over the original.
+fn write_via_rename(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    let tmp = p.with_extension("json.tmp~");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(tmp, p).unwrap();
+}
+
+async fn admin(addr: SocketAddr, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let text = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let a = send(addr, method, &format!("/__admin{path}"), &[], &text).await;
+    let v = serde_json::from_str(&a.body).unwrap_or(Value::Null);
+    (a.status, v)
+}
+
+#[tokio::test]
+async fn new_changed_renamed_and_deleted_files_are_served_without_a_restart() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "one"))]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    assert_eq!(get(addr, "/a").await.body, "one");
+
+    write(dir.path(), "mappings/b.json", &stub("/b", "new file"));
+    assert_eq!(
+        eventually(addr, "/b", |a| a.status == 200).await.body,
+        "new file"
+    );
+
+    write_via_rename(dir.path(), "mappings/a.json", &stub("/a", "two"));
+    assert_eq!(
+        eventually(addr, "/a", |a| a.body == "two").await.body,
+        "two"
+    );
+
+    write(
+        dir.path(),
+        "mappings/deeper/new/c.json",
+        &stub("/c", "in a new folder"),
+    );
+    assert_eq!(
+        eventually(addr, "/c", |a| a.status == 200).await.body,
+        "in a new folder"
+    );
+
+    std::fs::rename(
+        dir.path().join("mappings/b.json"),
+        dir.path().join("mappings/b2.json"),
+    )
+    .unwrap();
+    std::fs::remove_file(dir.path().join("mappings/a.json")).unwrap();
+    assert_eq!(
+        eventually(addr, "/a", |a| a.status == 404).await.status,
+        404
+    );
+    assert_eq!(get(addr, "/b").await.body, "new file");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_changed_body_file_is_served_after_a_reload() {
+    let dir = common::root(&[
+        (
+            "mappings/a.json",
+            r#"{"request": {"url": "/f"}, "response": {"bodyFileName": "f.txt"}}"#,
+        ),
+        ("__files/f.txt", "old body"),
+    ]);
+    let server = common::serve(dir.path()).await;
+    assert_eq!(get(server.http_addr, "/f").await.body, "old body");
+    write(dir.path(), "__files/f.txt", "new body");
+    let a = eventually(server.http_addr, "/f", |a| a.body == "new body").await;
+    assert_eq!(a.body, "new body");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_broken_edit_keeps_the_last_good_version_live_and_is_reported_until_fixed() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "good"))]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    write(
+        dir.path(),
+        "mappings/a.json",
+        r#"{"name": "a", "request": {"urlPattern": "([oops"}, "response": {"body": "bad"}}"#,
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let problems = loop {
+        let (_, v) = admin(addr, "GET", "/problems", Value::Null).await;
+        if v["problems"].as_array().is_some_and(|p| !p.is_empty())
+            || tokio::time::Instant::now() > deadline
+        {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let text = problems["problems"][0].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("mappings/a.json: mapping #0 (name \"a\"): request.urlPattern: invalid regular expression"),
+        "{problems}"
+    );
+    assert_eq!(
+        get(addr, "/a").await.body,
+        "good",
+        "the last good version stays live"
+    );
+
+    write(dir.path(), "mappings/a.json", &stub("/a", "fixed"));
+    assert_eq!(
+        eventually(addr, "/a", |a| a.body == "fixed").await.body,
+        "fixed"
+    );
+    let (_, v) = admin(addr, "GET", "/problems", Value::Null).await;
+    assert_eq!(
+        v["problems"],
+        json!([]),
+        "fixing the file clears its problem"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn scenario_states_survive_a_reload() {
+    let scenario = |body: &str| {
+        json!({"mappings": [
+            {"scenarioName": "s", "requiredScenarioState": "Started", "newScenarioState": "second",
+             "request": {"url": "/s"}, "response": {"body": "first"}},
+            {"scenarioName": "s", "requiredScenarioState": "second",
+             "request": {"url": "/s"}, "response": {"body": body}},
+        ]})
+        .to_string()
+    };
+    let dir = common::root(&[
+        ("mappings/s.json", &scenario("second")),
+        ("mappings/x.json", &stub("/x", "x")),
+    ]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    assert_eq!(get(addr, "/s").await.body, "first");
+    write(dir.path(), "mappings/s.json", &scenario("second, reloaded"));
+    let a = eventually(addr, "/s", |a| a.body == "second, reloaded").await;
+    assert_eq!(
+        a.body, "second, reloaded",
+        "the scenario stayed in state 'second'"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_watching_off_files_change_nothing_until_a_reset() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "one"))]);
+    let server = start(ServeOptions {
+        watch: false,
+        ..common::options(dir.path())
+    })
+    .await
+    .unwrap();
+    let addr = server.http_addr;
+    write(dir.path(), "mappings/a.json", &stub("/a", "two"));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(get(addr, "/a").await.body, "one");
+    assert_eq!(
+        admin(addr, "POST", "/mappings/reset", Value::Null).await.0,
+        200
+    );
+    assert_eq!(get(addr, "/a").await.body, "two");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn save_writes_api_mappings_as_files_that_are_not_loaded_twice() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "file"))]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let (status, created) = admin(
+        addr,
+        "POST",
+        "/mappings",
+        json!({"name": "Made By API", "request": {"url": "/api"}, "response": {"body": "api"}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        admin(addr, "POST", "/mappings/save", Value::Null).await.0,
+        200
+    );
+    let saved = dir.path().join(format!("mappings/made-by-api-{id}.json"));
+    let text = std::fs::read_to_string(&saved).unwrap();
+    assert!(text.contains("\"/api\""), "{text}");
+    // Give the watcher time to see the file it did not write, then count.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (_, list) = admin(addr, "GET", "/mappings", Value::Null).await;
+    assert_eq!(list["meta"]["total"], 2, "{list}");
+    // A reset now keeps it: it is on disk.
+    admin(addr, "POST", "/mappings/reset", Value::Null).await;
+    assert_eq!(get(addr, "/api").await.body, "api");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn api_mappings_are_validated_with_the_same_messages_as_files() {
+    let bad =
+        json!({"name": "bad", "request": {"urlPathPattern": "/x/[a-"}, "response": {"status": 42}});
+    let dir = common::root(&[("mappings/bad.json", &bad.to_string())]);
+    let server = common::serve(dir.path()).await;
+    let from_file: Vec<String> = server
+        .report
+        .problems
+        .iter()
+        .map(|p| p.split_once("(name \"bad\"): ").unwrap().1.to_owned())
+        .collect();
+    let (status, v) = admin(server.http_addr, "POST", "/mappings", bad).await;
+    assert_eq!(status, 422);
+    let from_api: Vec<String> = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["detail"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(from_api, from_file);
+    assert_eq!(from_api.len(), 2, "{from_api:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn files_can_be_managed_only_inside_the_files_directory() {
+    let dir = common::root(&[
+        ("mappings/a.json", &stub("/a", "a")),
+        ("secret.txt", "secret"),
+    ]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let put = send(addr, "PUT", "/__admin/files/docs/one.txt", &[], "content").await;
+    assert_eq!(put.status, 200);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("__files/docs/one.txt")).unwrap(),
+        "content"
+    );
+    assert_eq!(
+        get(addr, "/__admin/files/docs/one.txt").await.body,
+        "content"
+    );
+    assert_eq!(
+        admin(addr, "GET", "/files", Value::Null).await.1,
+        json!(["docs/one.txt"])
+    );
+    for escape in [
+        "/__admin/files/..%2Fsecret.txt",
+        "/__admin/files/docs/..%2F..%2Fsecret.txt",
+    ] {
+        assert_eq!(get(addr, escape).await.status, 400, "{escape}");
+    }
+    assert_eq!(
+        send(addr, "DELETE", "/__admin/files/docs/one.txt", &[], "")
+            .await
+            .status,
+        200
+    );
+    assert!(!dir.path().join("__files/docs/one.txt").exists());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_admin_api_needs_the_token_when_one_is_set() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = start(ServeOptions {
+        admin_token: Some("s3cret".into()),
+        ..common::options(dir.path())
+    })
+    .await
+    .unwrap();
+    let addr = server.http_addr;
+    assert_eq!(get(addr, "/__admin/mappings").await.status, 401);
+    let wrong = send(
+        addr,
+        "GET",
+        "/__admin/mappings",
+        &[("authorization", "Bearer nope")],
+        "",
+    )
+    .await;
+    assert_eq!(wrong.status, 401);
+    let right = send(
+        addr,
+        "GET",
+        "/__admin/mappings",
+        &[("authorization", "Bearer s3cret")],
+        "",
+    )
+    .await;
+    assert_eq!(right.status, 200);
+    assert_eq!(get(addr, "/a").await.status, 200, "stubs need no token");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_admin_port_serves_only_the_admin_api_and_the_stub_port_only_stubs() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = start(ServeOptions {
+        admin_port: Some(0),
+        ..common::options(dir.path())
+    })
+    .await
+    .unwrap();
+    let admin_addr = server.admin_addr.unwrap();
+    assert_eq!(get(admin_addr, "/__admin/mappings").await.status, 200);
+    assert_eq!(get(admin_addr, "/__admin/metrics").await.status, 200);
+    assert_eq!(get(admin_addr, "/a").await.status, 404);
+    let on_stub_port = get(server.http_addr, "/__admin/mappings").await;
+    assert_eq!(on_stub_port.status, 404);
+    assert!(
+        on_stub_port.body.contains("Request was not matched"),
+        "{}",
+        on_stub_port.body
+    );
+    assert_eq!(get(server.http_addr, "/a").await.body, "a");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_journal_keeps_only_the_newest_entries_and_can_be_turned_off() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = start(ServeOptions {
+        journal_entries: 3,
+        ..common::options(dir.path())
+    })
+    .await
+    .unwrap();
+    for i in 0..5 {
+        get(server.http_addr, &format!("/a?i={i}")).await;
+    }
+    let (_, v) = admin(server.http_addr, "GET", "/requests", Value::Null).await;
+    let urls: Vec<&str> = v["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["request"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, ["/a?i=4", "/a?i=3", "/a?i=2"]);
+    server.shutdown().await;
+
+    let server = start(ServeOptions {
+        journal_entries: 0,
+        ..common::options(dir.path())
+    })
+    .await
+    .unwrap();
+    get(server.http_addr, "/a").await;
+    let (_, v) = admin(server.http_addr, "GET", "/requests", Value::Null).await;
+    assert_eq!(v["requests"], json!([]));
+    assert_eq!(v["requestJournalDisabled"], true);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn metrics_count_requests_per_mapping_and_transport_across_reloads() {
+    let dir = common::root(&[(
+        "mappings/a.json",
+        r#"{"id": "5e6b0e9c-0000-4000-8000-000000000001", "name": "the a", "request": {"url": "/a"}, "response": {"body": "a"}}"#,
+    )]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    for _ in 0..3 {
+        get(addr, "/a").await;
+    }
+    get(addr, "/missing").await;
+    let before = get(addr, "/__admin/metrics").await;
+    assert!(
+        before
+            .body
+            .lines()
+            .any(|l| l == r#"decoy_requests_total{transport="http",outcome="unmatched"} 1"#),
+        "{}",
+        before.body
+    );
+    // Another file appears: the set is rebuilt, the counter carries over.
+    write(dir.path(), "mappings/b.json", &stub("/b", "b"));
+    eventually(addr, "/b", |a| a.status == 200).await;
+    let m = get(addr, "/__admin/metrics").await;
+    assert_eq!(m.status, 200);
+    assert!(m.header("content-type").unwrap().starts_with("text/plain"));
+    let has = |line: &str| m.body.lines().any(|l| l == line);
+    assert!(
+        has(
+            r#"decoy_mapping_requests_total{mapping_id="5e6b0e9c-0000-4000-8000-000000000001",mapping_name="the a"} 3"#
+        ),
+        "{}",
+        m.body
+    );
+    assert!(
+        m.body
+            .contains(r#"decoy_processing_seconds_count{transport="http"}"#),
+        "{}",
+        m.body
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_global_fixed_delay_applies_to_stubbed_answers() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = common::serve(dir.path()).await;
+    admin(
+        server.http_addr,
+        "POST",
+        "/settings",
+        json!({"fixedDelay": 250}),
+    )
+    .await;
+    let (_, s) = admin(server.http_addr, "GET", "/settings", Value::Null).await;
+    assert_eq!(s["settings"]["fixedDelay"], 250);
+    get(server.http_addr, "/a").await;
+    let (_, v) = admin(server.http_addr, "GET", "/requests?limit=1", Value::Null).await;
+    assert_eq!(v["requests"][0]["timing"]["addedDelay"], 250);
+    server.shutdown().await;
+}
+
+/// A real service for proxying and recording: another decoy with its own stubs.
+async fn upstream() -> (tempfile::TempDir, decoy::server::Running) {
+    let dir = common::root_with_stubs(json!([
+        {"request": {"method": "GET", "url": "/svc/data",
+                     "headers": {"X-Added": {"equalTo": "yes"}, "X-Secret": {"absent": true}}},
+         "response": {"status": 200, "body": "{\"from\":\"upstream\"}", "headers": {"Content-Type": "application/json", "X-Up": "1"}}},
+        {"scenarioName": "c", "requiredScenarioState": "Started", "newScenarioState": "2",
+         "request": {"method": "GET", "url": "/svc/counter"}, "response": {"body": "first"}},
+        {"scenarioName": "c", "requiredScenarioState": "2",
+         "request": {"method": "GET", "url": "/svc/counter"}, "response": {"body": "second"}},
+        {"request": {"method": "POST", "url": "/svc/orders", "bodyPatterns": [{"equalToJson": {"item": "tea"}}]},
+         "response": {"status": 201, "body": "ordered", "headers": {"Content-Type": "text/plain"}}},
+    ]));
+    let server = common::serve(dir.path()).await;
+    (dir, server)
+}
+
+#[tokio::test]
+async fn a_proxy_stub_forwards_with_prefix_removed_and_headers_edited() {
+    let (_up_dir, up) = upstream().await;
+    let dir = common::root(&[(
+        "mappings/proxy.json",
+        &json!({"request": {"urlPathPattern": "/api/.*"},
+                "response": {"proxyBaseUrl": format!("http://{}", up.http_addr),
+                             "proxyUrlPrefixToRemove": "/api",
+                             "additionalProxyRequestHeaders": {"X-Added": "yes"},
+                             "removeProxyRequestHeaders": ["X-Secret"]}})
+        .to_string(),
+    )]);
+    let server = common::serve(dir.path()).await;
+    let a = send(
+        server.http_addr,
+        "GET",
+        "/api/svc/data",
+        &[("x-secret", "hide me")],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body, "{\"from\":\"upstream\"}");
+    assert_eq!(a.header("x-up"), Some("1"));
+    server.shutdown().await;
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_proxy_stub_whose_service_is_down_answers_500_naming_it() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let dir = common::root(&[(
+        "mappings/proxy.json",
+        &json!({"request": {"url": "/down"}, "response": {"proxyBaseUrl": format!("http://127.0.0.1:{port}")}})
+            .to_string(),
+    )]);
+    let server = common::serve(dir.path()).await;
+    let a = get(server.http_addr, "/down").await;
+    assert_eq!(a.status, 500);
+    assert!(
+        a.body.contains(&format!("http://127.0.0.1:{port}/down")),
+        "{}",
+        a.body
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn recording_turns_proxied_traffic_into_mapping_files_that_are_then_served() {
+    let (_up_dir, up) = upstream().await;
+    let dir = common::root(&[]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let (status, _) = admin(
+        addr,
+        "POST",
+        "/recordings/start",
+        json!({"targetBaseUrl": format!("http://{}", up.http_addr),
+               "captureHeaders": {"X-Added": {}},
+               "extractBodyCriteria": {"textSizeThreshold": "15"}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        admin(addr, "GET", "/recordings/status", Value::Null)
+            .await
+            .1["status"],
+        "Recording"
+    );
+    let data = send(addr, "GET", "/svc/data", &[("x-added", "yes")], "").await;
+    assert_eq!(data.body, "{\"from\":\"upstream\"}");
+    assert_eq!(get(addr, "/svc/counter").await.body, "first");
+    assert_eq!(get(addr, "/svc/counter").await.body, "second");
+    let ordered = send(
+        addr,
+        "POST",
+        "/svc/orders",
+        &[("content-type", "application/json")],
+        r#"{"item":"tea"}"#,
+    )
+    .await;
+    assert_eq!(ordered.status, 201);
+
+    let (status, result) = admin(addr, "POST", "/recordings/stop", Value::Null).await;
+    assert_eq!(status, 200, "{result}");
+    let recorded = result["mappings"].as_array().unwrap();
+    assert_eq!(recorded.len(), 4, "{result}");
+    let data_stub = recorded
+        .iter()
+        .find(|m| m["request"]["url"] == "/svc/data")
+        .unwrap();
+    assert_eq!(data_stub["request"]["headers"]["X-Added"]["equalTo"], "yes");
+    // 19 bytes > the 15-byte threshold: into __files.
+    let body_file = data_stub["response"]["bodyFileName"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("__files").join(body_file)).unwrap(),
+        "{\"from\":\"upstream\"}"
+    );
+    let order_stub = recorded
+        .iter()
+        .find(|m| m["request"]["url"] == "/svc/orders")
+        .unwrap();
+    assert_eq!(
+        order_stub["request"]["bodyPatterns"][0]["equalToJson"],
+        r#"{"item":"tea"}"#
+    );
+    assert_eq!(order_stub["response"]["body"], "ordered");
+    let files = std::fs::read_dir(dir.path().join("mappings"))
+        .unwrap()
+        .count();
+    assert_eq!(files, 4);
+
+    // The real service goes away; the recording answers, repeats in order.
+    up.shutdown().await;
+    assert_eq!(
+        admin(addr, "GET", "/recordings/status", Value::Null)
+            .await
+            .1["status"],
+        "Stopped"
+    );
+    let replay = send(addr, "GET", "/svc/data", &[("x-added", "yes")], "").await;
+    assert_eq!(replay.body, "{\"from\":\"upstream\"}");
+    assert_eq!(replay.header("x-up"), Some("1"));
+    assert_eq!(get(addr, "/svc/counter").await.body, "first");
+    assert_eq!(get(addr, "/svc/counter").await.body, "second");
+    let again = send(addr, "POST", "/svc/orders", &[], r#"{ "item": "tea" }"#).await;
+    assert_eq!((again.status, again.body.as_str()), (201, "ordered"));
+    // Written once, served once: the watcher does not add the files a second time.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        admin(addr, "GET", "/mappings", Value::Null).await.1["meta"]["total"],
+        4
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_snapshot_turns_proxied_journal_entries_into_stubs_without_persisting() {
+    let (_up_dir, up) = upstream().await;
+    let dir = common::root(&[(
+        "mappings/proxy.json",
+        &json!({"request": {"urlPathPattern": "/svc/.*"},
+                "response": {"proxyBaseUrl": format!("http://{}", up.http_addr)}})
+        .to_string(),
+    )]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    get(addr, "/svc/counter").await;
+    get(addr, "/svc/counter").await;
+    let (status, v) = admin(
+        addr,
+        "POST",
+        "/recordings/snapshot",
+        json!({"persist": false, "repeatsAsScenarios": false, "filters": {"urlPathPattern": "/svc/counter"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let stubs = v["mappings"].as_array().unwrap();
+    assert_eq!(stubs.len(), 1, "{v}");
+    assert_eq!(stubs[0]["response"]["body"], "first");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("mappings"))
+            .unwrap()
+            .count(),
+        1
+    );
+    // The recorded stub (priority 5, added last) now answers instead of the proxy.
+    up.shutdown().await;
+    assert_eq!(get(addr, "/svc/counter").await.body, "first");
+    server.shutdown().await;
+}
