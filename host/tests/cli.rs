@@ -214,3 +214,60 @@ fn wiremock_runner_flags_are_accepted() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// Starts `decoy ARGS --port 0 --bind-address 127.0.0.1` and reads the port it chose.
+fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::Child, u16) {
+    let mut child = decoy()
+        .args(args)
+        .args(["--port", "0", "--bind-address", "127.0.0.1", "--root-dir"])
+        .arg(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (child, port)
+}
+
+#[test]
+fn record_forwards_to_the_target_and_writes_mappings_when_stopped() {
+    let upstream_root = root(&[("mappings/hi.json", GOOD)]);
+    let (mut upstream, up_port) = spawn_on_port_zero(&["serve"], upstream_root.path());
+    let recorded = root(&[]);
+    let target = format!("http://127.0.0.1:{up_port}");
+    let (mut recorder, port) =
+        spawn_on_port_zero(&["record", "--target", &target], recorded.path());
+    let through = http_get(port, "/hi");
+    assert!(through.ends_with("hello"), "{through}");
+    // A graceful stop (SIGTERM, as from Ctrl-C or a process manager) writes the files.
+    let status = Command::new("kill")
+        .args(["-TERM", &recorder.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(recorder.wait().unwrap().success());
+    let mut err = String::new();
+    recorder
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("recorded 1 mapping(s)"), "{err}");
+    upstream.kill().unwrap();
+
+    let (mut replay, port) = spawn_on_port_zero(&["serve"], recorded.path());
+    let answer = http_get(port, "/hi");
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(answer.ends_with("hello"), "{answer}");
+    replay.kill().unwrap();
+}
