@@ -112,6 +112,35 @@ impl Metrics {
     }
 }
 
+/// The mapping set's own figures: how often it was swapped, how big it is, and how
+/// many problems the files have now.
+pub fn render_store(out: &mut String, swaps: u64, live: usize, problems: usize) {
+    for (name, kind, help, value) in [
+        (
+            "decoy_mapping_set_swaps_total",
+            "counter",
+            "Mapping sets published (start, reloads, admin API changes).",
+            swaps,
+        ),
+        (
+            "decoy_mappings_live",
+            "gauge",
+            "Mappings being served.",
+            live as u64,
+        ),
+        (
+            "decoy_mapping_problems",
+            "gauge",
+            "Problems in mapping files now (their last good version is served).",
+            problems as u64,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
+    }
+}
+
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")

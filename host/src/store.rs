@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::Engine;
@@ -48,6 +49,9 @@ pub struct Store {
     ctx: ParseContext,
     engine: Arc<Engine>,
     state: Mutex<State>,
+    /// How many mapping sets have been published (start-up, reloads, API changes),
+    /// for metrics: a burst of file changes should add few.
+    swaps: AtomicU64,
 }
 
 /// Counts after a (re)load, for logs and the ready line.
@@ -66,6 +70,7 @@ impl Store {
             },
             engine,
             state: Mutex::new(State::default()),
+            swaps: AtomicU64::new(0),
         }
     }
 
@@ -110,17 +115,30 @@ impl Store {
         self.publish(&st);
     }
 
-    /// Re-reads every file below `mappings/` (after `__files/` changed, a directory was
-    /// renamed, or on request) and publishes the result.
+    /// Re-reads every file below `mappings/` (after `__files/` changed, or on request)
+    /// and publishes the result.
     pub fn reload_all(&self) -> Counts {
+        self.rescan(true)
+    }
+
+    /// Finds added and removed mapping files (after a directory appeared, vanished or
+    /// was renamed, or the watcher lost events). Files whose content is unchanged are
+    /// not parsed again, unless `force` (their body files may have changed).
+    pub fn rescan(&self, force: bool) -> Counts {
         let files = load::mapping_files(&self.root).unwrap_or_default();
         let mut st = self.lock();
         let present: HashSet<&PathBuf> = files.iter().collect();
+        let before = st.files.len();
         st.files.retain(|f, _| present.contains(f));
+        let mut changed = st.files.len() != before;
         for rel in &files {
-            self.refresh_file(&mut st, rel, true);
+            changed |= self.refresh_file(&mut st, rel, force);
         }
-        self.publish(&st)
+        if changed {
+            self.publish(&st)
+        } else {
+            counts(&st)
+        }
     }
 
     /// Re-reads the given mapping files (relative to the root) and publishes.
@@ -198,7 +216,13 @@ impl Store {
         }
         all.extend(st.api.iter().cloned());
         self.engine.replace_shared(all);
+        self.swaps.fetch_add(1, Ordering::Relaxed);
         counts(st)
+    }
+
+    /// How many mapping sets have been published so far.
+    pub fn swaps(&self) -> u64 {
+        self.swaps.load(Ordering::Relaxed)
     }
 
     /// Current problems and warnings of every file.

@@ -6,8 +6,9 @@
 //! well within 250 ms) and then reloads on a blocking thread:
 //!
 //! - changes to `*.json` files under `mappings/` reload just those files;
-//! - anything else that matters (a body file under `__files/`, a new or renamed
-//!   directory, an overflowed event queue) re-reads every mapping file.
+//! - a new, removed or renamed directory, or an overflowed event queue, rescans
+//!   `mappings/` for added and removed files (unchanged files are not parsed again);
+//! - a body file under `__files/` re-reads every mapping file, since any may use it.
 //!
 //! Editors that write a temporary file and rename it over the original produce a
 //! rename event naming the original, which is all that is needed.
@@ -38,7 +39,11 @@ impl Drop for WatchHandle {
 }
 
 enum Change {
+    /// These mapping files changed.
     Files(Vec<PathBuf>),
+    /// Directories changed (or events were lost): look for added and removed files.
+    Rescan,
+    /// A body file changed: re-read every mapping (any may use it).
     Everything,
 }
 
@@ -72,6 +77,7 @@ pub fn spawn(store: Arc<Store>) -> notify::Result<WatchHandle> {
             let t0 = std::time::Instant::now();
             let result = tokio::task::spawn_blocking(move || match change {
                 Change::Files(files) => store.reload_files(&files),
+                Change::Rescan => store.rescan(false),
                 Change::Everything => store.reload_all(),
             })
             .await;
@@ -96,13 +102,14 @@ fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> Option<Ch
     let files = root.join("__files");
     let mut changed = Vec::new();
     let mut everything = false;
+    let mut rescan = false;
     for ev in batch {
         let Ok(ev) = ev else {
-            everything = true;
+            rescan = true;
             continue;
         };
         if ev.need_rescan() {
-            everything = true;
+            rescan = true;
         }
         if matches!(ev.kind, EventKind::Access(_)) {
             continue;
@@ -124,13 +131,16 @@ fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> Option<Ch
                     changed.push(rel.to_path_buf());
                 } else if path.is_dir() || path.extension().is_none() {
                     // A directory appeared, vanished or was renamed.
-                    everything = true;
+                    rescan = true;
                 }
             }
         }
     }
     if everything {
         return Some(Change::Everything);
+    }
+    if rescan {
+        return Some(Change::Rescan);
     }
     changed.sort();
     changed.dedup();

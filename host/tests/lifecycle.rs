@@ -649,3 +649,56 @@ async fn a_snapshot_turns_proxied_journal_entries_into_stubs_without_persisting(
     assert_eq!(get(addr, "/svc/counter").await.body, "first");
     server.shutdown().await;
 }
+
+/// The value of an unlabelled metric line.
+async fn metric(addr: SocketAddr, name: &str) -> u64 {
+    let m = get(addr, "/__admin/metrics").await;
+    m.body
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{}", m.body))
+}
+
+#[tokio::test]
+async fn a_burst_of_a_thousand_new_files_is_loaded_in_a_few_swaps() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let before = metric(addr, "decoy_mapping_set_swaps_total").await;
+    // As a `git checkout` would: many files, as fast as the disk takes them.
+    for i in 0..1000 {
+        write(
+            dir.path(),
+            &format!("mappings/burst/{i:04}.json"),
+            &stub(&format!("/burst/{i}"), "b"),
+        );
+    }
+    let last = eventually(addr, "/burst/999", |a| a.status == 200).await;
+    assert_eq!(last.status, 200);
+    assert_eq!(get(addr, "/burst/0").await.status, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let swaps = metric(addr, "decoy_mapping_set_swaps_total").await - before;
+    assert!(swaps <= 50, "{swaps} swaps for one burst of 1,000 files");
+    assert_eq!(metric(addr, "decoy_mappings_live").await, 1001);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_waiting_on_its_delay_finishes_with_the_set_it_matched_during_a_reload() {
+    let delayed = |body: &str| {
+        json!({"request": {"url": "/slow"}, "response": {"body": body, "fixedDelayMilliseconds": 800}}).to_string()
+    };
+    let dir = common::root(&[("mappings/slow.json", &delayed("old"))]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let in_flight = tokio::spawn(async move { get(addr, "/slow").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    write_via_rename(dir.path(), "mappings/slow.json", &delayed("new"));
+    let answer = in_flight.await.unwrap();
+    assert_eq!((answer.status, answer.body.as_str()), (200, "old"));
+    assert_eq!(
+        eventually(addr, "/slow", |a| a.body == "new").await.body,
+        "new"
+    );
+    server.shutdown().await;
+}

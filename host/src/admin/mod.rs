@@ -334,10 +334,12 @@ impl Admin {
 
     pub fn metrics_reply(&self) -> AdminReply {
         let set = self.engine().mappings();
-        let text = self.metrics.render(
+        let mut text = self.metrics.render(
             set.with_stats_iter()
                 .map(|(m, s)| (&*m.id, m.name.as_deref(), s)),
         );
+        let (problems, _) = self.store.problems();
+        crate::metrics::render_store(&mut text, self.store.swaps(), set.len(), problems.len());
         AdminReply::text(200, "text/plain; version=0.0.4", text)
     }
 
