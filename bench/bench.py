@@ -126,9 +126,80 @@ class Server:
                 self.proc.kill()
 
 
-def decoy(root, port):
-    exe = str(REPO / "target" / "release" / "decoy")
-    return Server("decoy", [exe, "serve", "--root-dir", str(root), "--port", str(port), "--bind-address", "127.0.0.1"], port, "/__probe")
+def decoy(root, port, *extra, exe=None):
+    exe = exe or str(REPO / "target" / "release" / "decoy")
+    return Server("decoy", [exe, "serve", "--root-dir", str(root), "--port", str(port), "--bind-address", "127.0.0.1", *extra],
+                  port, "/__probe")
+
+
+def http_get_body(port, path, timeout=1.0):
+    """(status, body) of one GET on a fresh connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    m = re.match(rb"HTTP/1\.[01] (\d+)", head)
+    return (int(m.group(1)) if m else None), body.decode(errors="replace")
+
+
+def write_atomically(path, text):
+    """As editors do: a temporary file renamed over the original."""
+    tmp = path.with_name(path.name + ".tmp~")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def churn_stub(n):
+    return json.dumps({"request": {"method": "GET", "url": "/churn"},
+                       "response": {"status": 200, "headers": {"Content-Type": "text/plain"}, "body": f"churn-{n}"}})
+
+
+def reload_latency(root, port, rounds=20):
+    """File written (renamed into place) to the new answer served, in ms, `rounds` times."""
+    live = root / "mappings" / "churn.json"
+    server = decoy(root, port).start()
+    times = []
+    try:
+        for i in range(1, rounds + 1):
+            time.sleep(0.15)  # let the previous burst settle, as separate edits would
+            t0 = time.monotonic()
+            write_atomically(live, churn_stub(1000 + i))
+            while time.monotonic() - t0 < 5:
+                if http_get_body(port, "/churn")[1] == f"churn-{1000 + i}":
+                    break
+            times.append((time.monotonic() - t0) * 1000)
+    finally:
+        server.stop()
+    times.sort()
+    return {"median_ms": times[len(times) // 2], "p95_ms": times[int(len(times) * 0.95) - 1], "max_ms": times[-1],
+            "all_ms": times}
+
+
+CHECKING_SCRIPT = """
+-- Alternates /static and /churn and counts answers that are neither "hello" nor
+-- "churn-<n>" with status 200 (a failed or wrong answer during a reload).
+bad = 0
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args)
+  reqs = { wrk.format("GET", "/static"), wrk.format("GET", "/churn") }
+  n = 0
+end
+function request() n = n + 1; return reqs[(n % 2) + 1] end
+function response(status, headers, body)
+  if status ~= 200 or not (body == "hello" or string.match(body, "^churn%-%d+$")) then bad = bad + 1 end
+end
+function done(summary, latency, requests)
+  local total = 0
+  for _, t in ipairs(threads) do total = total + t:get("bad") end
+  io.write(string.format("BAD %d\n", total))
+end
+"""
 
 
 def wiremock(jar, root, port):
@@ -166,6 +237,7 @@ def wrk(port, path="/", connections=64, duration=10, script=None, threads=2, tim
     cmd.append(f"http://127.0.0.1:{port}{path}")
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"^BAD (\d+)", out, re.M)
     p99 = parse_latency(re.search(r"99%\s+([\d.]+\w+)", out).group(1))
     errors = 0
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -174,6 +246,8 @@ def wrk(port, path="/", connections=64, duration=10, script=None, threads=2, tim
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     if m:
         errors += sum(int(x) for x in m.groups())
+    if bad:
+        errors += int(bad.group(1))
     return {"rps": rps, "p99_ms": p99, "errors": errors}
 
 
@@ -191,6 +265,8 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
     ap.add_argument("--json", default=None, help="also write raw figures here")
+    ap.add_argument("--baseline-exe", default=None,
+                    help="an older decoy build (before the journal and metrics) to measure their cost against")
     args = ap.parse_args()
     d = args.duration
 
@@ -205,6 +281,12 @@ def main():
     for n in (10, 1000, 10000):
         roots[f"stubs-{n}"] = make_root(base, f"stubs-{n}", [stub(i) for i in range(n)] + [probe])
     scripts = {n: lua_spread(base, n) for n in (10, 1000, 10000)}
+    roots["churn"] = make_root(base, "churn", [static, probe])
+    (roots["churn"] / "mappings" / "churn.json").write_text(churn_stub(0))
+    roots["churn-10000"] = make_root(base, "churn-10000", [stub(i) for i in range(10000)] + [probe])
+    (roots["churn-10000"] / "mappings" / "churn.json").write_text(churn_stub(0))
+    checking = base / "checking.lua"
+    checking.write_text(CHECKING_SCRIPT)
 
     results = {}
 
@@ -228,6 +310,51 @@ def main():
     run("static/nginx", nginx(base, free_port()), 3, path="/")
     run("static/decoy", decoy(roots["static"], free_port()), 3, path="/static")
     run("static/wiremock", wiremock(jar, roots["static"], free_port()), 15, path="/static")
+    # What the request journal and metrics cost on the hot path: the same stub with the
+    # journal off, and (when given) a build from before either existed.
+    run("static/decoy-nojournal", decoy(roots["static"], free_port(), "--no-request-journal"), 3, path="/static")
+    if args.baseline_exe:
+        run("static/decoy-baseline", decoy(roots["static"], free_port(), exe=args.baseline_exe), 3, path="/static")
+
+    # Hot reload: latency from a file renamed into place to its new answer, and
+    # throughput while that file is rewritten 10 times a second, with every answer
+    # checked (wrong or failed answers are counted as errors).
+    for key in ("churn", "churn-10000"):
+        results[f"reload-latency/{key}"] = r = reload_latency(roots[key], free_port())
+        print(f"reload latency ({key}): median {r['median_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms, max {r['max_ms']:.0f} ms",
+              flush=True)
+    (roots["churn"] / "mappings" / "churn.json").write_text(churn_stub(0))
+    run("churn-still/decoy", decoy(roots["churn"], free_port()), 3, script=checking)
+    stop_writing = [False]
+
+    def rewrite():
+        i = 0
+        while not stop_writing[0]:
+            i += 1
+            write_atomically(roots["churn"] / "mappings" / "churn.json", churn_stub(i))
+            time.sleep(0.1)
+        results["churn-rewrites"] = i
+
+    import threading
+    writer = threading.Thread(target=rewrite)
+    server = decoy(roots["churn"], free_port())
+    try:
+        server.start()
+        wrk(server.port, duration=3, script=checking)
+        writer.start()
+        r = wrk(server.port, duration=d, script=checking)
+        stop_writing[0] = True
+        writer.join()
+        r["rss_mib"] = server.rss_mib()
+        swaps = http_get_body(server.port, "/__admin/metrics")[1]
+        m = re.search(r"^decoy_mapping_set_swaps_total (\d+)", swaps, re.M)
+        r["swaps"] = int(m.group(1)) if m else None
+        results["churn-rewriting/decoy"] = r
+        print(f"while rewriting 10/s: {r['rps']:.0f} req/s, p99 {r['p99_ms']:.2f} ms, errors {r['errors']}, "
+              f"{results.get('churn-rewrites')} rewrites, {r['swaps']} swaps", flush=True)
+    finally:
+        stop_writing[0] = True
+        server.stop()
     for n in (10, 1000, 10000):
         run(f"stubs-{n}/decoy", decoy(roots[f"stubs-{n}"], free_port()), 3, script=scripts[n])
         run(f"stubs-{n}/wiremock", wiremock(jar, roots[f"stubs-{n}"], free_port()), 15 if n < 10000 else 5, script=scripts[n])

@@ -18,5 +18,17 @@ if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; th
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
 cargo build --release -p decoy
+
+# The journal's and metrics' cost is measured against the last build without them.
+baseline_rev=1080b70
+baseline=bench/out/baseline-$baseline_rev
+if [ ! -x "$baseline/target/release/decoy" ] && git cat-file -e "$baseline_rev^{commit}" 2>/dev/null; then
+  rm -rf "$baseline"
+  git worktree prune
+  git worktree add --detach "$baseline" "$baseline_rev" >/dev/null
+  (cd "$baseline" && cargo build --release -p decoy)
+fi
+extra=()
+[ -x "$baseline/target/release/decoy" ] && extra+=(--baseline-exe "$baseline/target/release/decoy")
 python3 bench/bench.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
-  --json bench/out/last-run.json "$@"
+  --json bench/out/last-run.json "${extra[@]}" "$@"
