@@ -18,7 +18,16 @@
 //!   [`mapping::load`]er.
 //! - [`plan`]: the transport-neutral response plan and the delay/fault vocabulary, so
 //!   a message-queue transport can reuse matching and delays.
-//! - [`server`]: wiring for `decoy serve`: load, bind, spawn.
+//! - [`server`]: wiring for `decoy serve`: load, watch, bind, spawn.
+//!
+//! Around that path, the mapping lifecycle:
+//!
+//! - [`store`]: where mappings come from (files, the admin API); keeps each file's
+//!   last good version and publishes every change to the engine in one swap.
+//! - [`watch`]: hot reload; file-system events, debounced, fed to the store.
+//! - [`admin`]: WireMock's admin API under `/__admin`, and record/playback.
+//! - [`journal`]: the bounded record of served requests; [`metrics`]: counters and
+//!   latency histograms in the Prometheus text format.
 //!
 //! The binary (`src/main.rs`, `src/commands/`) is a thin clap front end over these.
 
