@@ -180,7 +180,7 @@ def reload_latency(root, port, rounds=20):
             "all_ms": times}
 
 
-CHECKING_SCRIPT = """
+CHECKING_SCRIPT = r"""
 -- Alternates /static and /churn and counts answers that are neither "hello" nor
 -- "churn-<n>" with status 200 (a failed or wrong answer during a reload).
 bad = 0
@@ -326,6 +326,7 @@ def main():
     (roots["churn"] / "mappings" / "churn.json").write_text(churn_stub(0))
     run("churn-still/decoy", decoy(roots["churn"], free_port()), 3, script=checking)
     stop_writing = [False]
+    rewrites = [0]
 
     def rewrite():
         i = 0
@@ -333,7 +334,7 @@ def main():
             i += 1
             write_atomically(roots["churn"] / "mappings" / "churn.json", churn_stub(i))
             time.sleep(0.1)
-        results["churn-rewrites"] = i
+        rewrites[0] = i
 
     import threading
     writer = threading.Thread(target=rewrite)
@@ -349,9 +350,10 @@ def main():
         swaps = http_get_body(server.port, "/__admin/metrics")[1]
         m = re.search(r"^decoy_mapping_set_swaps_total (\d+)", swaps, re.M)
         r["swaps"] = int(m.group(1)) if m else None
+        r["rewrites"] = rewrites[0]
         results["churn-rewriting/decoy"] = r
         print(f"while rewriting 10/s: {r['rps']:.0f} req/s, p99 {r['p99_ms']:.2f} ms, errors {r['errors']}, "
-              f"{results.get('churn-rewrites')} rewrites, {r['swaps']} swaps", flush=True)
+              f"{rewrites[0]} rewrites, {r['swaps']} swaps", flush=True)
     finally:
         stop_writing[0] = True
         server.stop()

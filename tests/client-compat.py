@@ -11,10 +11,13 @@ known to hold for WireMock too. Usage:
 
 Exits non-zero when a check fails.
 """
+import http.server
+import json
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -67,6 +70,59 @@ def start(kind, program, root, port):
         time.sleep(0.1)
     proc.kill()
     raise SystemExit(f"{kind} did not start")
+
+
+class Upstream(http.server.BaseHTTPRequestHandler):
+    """The "real service" a recording is made from."""
+    def do_GET(self):
+        body = b'{"recorded": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def admin_call(port, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/__admin{path}", data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+            return r.status, (json.loads(text) if text else None)
+    except urllib.error.HTTPError as e:
+        return e.code, None
+
+
+def record_and_play_back(port, check):
+    """WireMock's recording API (no client library covers it): start, traffic, stop."""
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    target = f"http://127.0.0.1:{upstream.server_address[1]}"
+    check("recording status before any", admin_call(port, "GET", "/recordings/status") == (200, {"status": "NeverStarted"}))
+    status, body = admin_call(port, "POST", "/recordings/start", {"targetBaseUrl": target, "persist": False})
+    check("recordings/start", (status, body) == (200, {}), (status, body))
+    check("recording status while recording", admin_call(port, "GET", "/recordings/status")[1] == {"status": "Recording"})
+    check("a request goes through to the service", get(port, "/rec/item?id=7") == (200, '{"recorded": true}'))
+    status, result = admin_call(port, "POST", "/recordings/stop")
+    stubs = (result or {}).get("mappings", [])
+    check("recordings/stop returns the recorded stub", status == 200 and len(stubs) == 1, result)
+    if stubs:
+        stub = stubs[0]
+        check("recorded request", stub["request"] == {
+            "urlPath": "/rec/item", "method": "GET",
+            "queryParameters": {"id": {"hasExactly": [{"equalTo": "7"}]}}}, stub["request"])
+        check("recorded response", stub["response"].get("status") == 200 and stub["response"].get("body") == '{"recorded": true}',
+              stub["response"])
+    upstream.shutdown()
+    check("the recording answers without the service", get(port, "/rec/item?id=7") == (200, '{"recorded": true}'))
+    check("recording status after stop", admin_call(port, "GET", "/recordings/status")[1] == {"status": "Stopped"})
+    status, _ = admin_call(port, "POST", "/recordings/stop")
+    check("stopping twice is refused", status >= 400, status)
 
 
 def main():
@@ -173,6 +229,8 @@ def main():
             check("delete_all_mappings", Mappings.retrieve_all_mappings().meta.total == 0)
             Mappings.reset_mappings()
             check("reset_mappings", True)
+
+            record_and_play_back(port, check)
         finally:
             proc.terminate()
             proc.wait(timeout=20)

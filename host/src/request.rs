@@ -73,6 +73,42 @@ impl RequestSnapshot {
         self
     }
 
+    /// The same request, owning its memory compactly, for keeping it after it was
+    /// answered (the journal). A transport's header values and small bodies are
+    /// slices of its connection's read buffer (8 KiB or more): keeping them would
+    /// keep that whole buffer alive and make the connection allocate a new one for
+    /// its next request. Here header values share one exact-size buffer and a body up
+    /// to 64 KiB is copied (a larger one has an allocation of its own anyway).
+    pub fn into_compact(self) -> RequestSnapshot {
+        let total: usize = self.headers.values().map(|v| v.len()).sum();
+        let mut buf = bytes::BytesMut::with_capacity(total);
+        for v in self.headers.values() {
+            buf.extend_from_slice(v.as_bytes());
+        }
+        let buf = buf.freeze();
+        let mut headers = HeaderMap::with_capacity(self.headers.len());
+        let mut at = 0;
+        for (name, v) in &self.headers {
+            let end = at + v.len();
+            let value = http::HeaderValue::from_maybe_shared(buf.slice(at..end))
+                .unwrap_or_else(|_| v.clone());
+            headers.append(name.clone(), value);
+            at = end;
+        }
+        let body = if self.body.len() <= 64 * 1024 {
+            Bytes::copy_from_slice(&self.body)
+        } else {
+            self.body
+        };
+        let mut out = RequestSnapshot::new(self.method, self.url)
+            .with_headers(headers)
+            .with_body(body);
+        out.scheme = self.scheme;
+        out.authority = self.authority;
+        out.client_addr = self.client_addr;
+        out
+    }
+
     /// Host and port the client addressed; the port defaults from the scheme.
     pub fn host_port(&self) -> Option<(String, u16)> {
         let authority = match &self.authority {
@@ -242,6 +278,27 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compact_copy_keeps_every_header_value_in_order_and_the_body() {
+        let mut headers = HeaderMap::new();
+        headers.append("accept", http::HeaderValue::from_static("a/b"));
+        headers.append("x-multi", http::HeaderValue::from_static("one"));
+        headers.append("x-multi", http::HeaderValue::from_static("two"));
+        let mut r = RequestSnapshot::new("POST", "/p?q=1")
+            .with_headers(headers)
+            .with_body("body");
+        r.scheme = "https";
+        let c = r.into_compact();
+        assert_eq!(c.header_values("x-multi"), ["one", "two"]);
+        assert_eq!(c.header("accept").as_deref(), Some("a/b"));
+        assert_eq!(
+            (c.method.as_str(), c.url.as_str(), c.scheme),
+            ("POST", "/p?q=1", "https")
+        );
+        assert_eq!(&c.body[..], b"body");
+        assert_eq!(c.query(), [("q".to_owned(), "1".to_owned())]);
+    }
 
     #[test]
     fn splits_path_and_decodes_query() {

@@ -140,21 +140,26 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let engine = Arc::new(Engine::new(Vec::new()));
     let store = Arc::new(Store::new(&opts.root_dir, engine.clone()));
     store.install_initial(report);
-    // Watch before binding, so no edit made once the ready line is printed is missed.
-    let watcher = if opts.watch {
-        match crate::watch::spawn(store.clone()) {
-            Ok(w) => Some(w),
+    // Start watching in the background while the listeners come up (setting up the
+    // watches on a large tree takes tens of milliseconds); `start` returns only once
+    // it is in place, and a rescan then catches what changed on disk in between.
+    let watcher = opts.watch.then(|| {
+        let store = store.clone();
+        let root = opts.root_dir.clone();
+        tokio::task::spawn_blocking(move || match crate::watch::spawn(store.clone()) {
+            Ok(w) => {
+                store.rescan(false);
+                Some(w)
+            }
             Err(e) => {
                 tracing::warn!(
                     "cannot watch {} for changes ({e}); serving without hot reload",
-                    opts.root_dir.display()
+                    root.display()
                 );
                 None
             }
-        }
-    } else {
-        None
-    };
+        })
+    });
     let (stop, stop_rx) = watch::channel(false);
     let journal = Arc::new(Journal::new(opts.journal_entries));
     let metrics = Arc::new(Metrics::default());
@@ -228,6 +233,10 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
             stop_rx,
         )));
     }
+    let watcher = match watcher {
+        Some(task) => task.await.context("starting the file watcher")?,
+        None => None,
+    };
     Ok(Running {
         http_addr,
         https_addr,

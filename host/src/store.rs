@@ -11,7 +11,6 @@
 //! held while a rebuild runs (milliseconds, no await), so rebuilds never interleave.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,9 +31,41 @@ struct FileState {
     warnings: Vec<Problem>,
 }
 
+/// A mapping file's path relative to the root, ordered by its bytes: the order the
+/// loader reads files in (which decides ties between equal priorities, so a reload
+/// must keep it), and far cheaper to compare than `Path`'s component order.
+#[derive(Debug, Clone)]
+struct FileKey(PathBuf);
+
+impl PartialEq for FileKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_os_str() == other.0.as_os_str()
+    }
+}
+
+impl Eq for FileKey {}
+
+impl PartialOrd for FileKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FileKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.as_os_str().cmp(other.0.as_os_str())
+    }
+}
+
+impl std::borrow::Borrow<std::ffi::OsStr> for FileKey {
+    fn borrow(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
-    files: BTreeMap<PathBuf, FileState>,
+    files: BTreeMap<FileKey, FileState>,
     /// Stubs created through the admin API, in creation order.
     api: Vec<Arc<Mapping>>,
     /// File stubs replaced through the admin API, by id.
@@ -93,24 +124,41 @@ impl Store {
     /// Publishes mappings already loaded from `report` (the first load at start).
     pub fn install_initial(&self, report: load::LoadReport) {
         let mut st = self.lock();
-        let mut by_file: BTreeMap<PathBuf, FileState> = BTreeMap::new();
+        // The report lists files in the loader's order, which is `FileKey`'s order, so
+        // the map is built from a sorted list; `Path` comparisons (component by
+        // component) would cost tens of milliseconds for 10,000 files.
+        let (keys, hashes): (Vec<PathBuf>, Vec<u64>) = report.file_hashes.into_iter().unzip();
+        let mut states: Vec<FileState> = hashes
+            .into_iter()
+            .map(|hash| FileState {
+                hash,
+                ..FileState::default()
+            })
+            .collect();
+        let position: HashMap<&std::ffi::OsStr, usize> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_os_str(), i))
+            .collect();
+        let slot = |file: &Path| position.get(file.as_os_str()).copied();
         for m in report.mappings {
-            let file = m
-                .source
-                .as_ref()
-                .map(|s| s.file.clone())
-                .unwrap_or_default();
-            by_file.entry(file).or_default().mappings.push(Arc::new(m));
+            if let Some(i) = m.source.as_ref().and_then(|s| slot(&s.file)) {
+                states[i].mappings.push(Arc::new(m));
+            }
         }
         for p in report.problems {
-            by_file.entry(p.file.clone()).or_default().problems.push(p);
+            if let Some(i) = slot(&p.file) {
+                states[i].problems.push(p);
+            }
         }
         for w in report.warnings {
-            by_file.entry(w.file.clone()).or_default().warnings.push(w);
+            if let Some(i) = slot(&w.file) {
+                states[i].warnings.push(w);
+            }
         }
-        for (file, state) in by_file.iter_mut() {
-            state.hash = hash_file(&self.root.join(file)).unwrap_or(0);
-        }
+        drop(position);
+        let files = keys.into_iter().map(FileKey).zip(states);
+        let by_file: BTreeMap<FileKey, FileState> = files.into_iter().collect();
         st.files = by_file;
         self.publish(&st);
     }
@@ -127,9 +175,9 @@ impl Store {
     pub fn rescan(&self, force: bool) -> Counts {
         let files = load::mapping_files(&self.root).unwrap_or_default();
         let mut st = self.lock();
-        let present: HashSet<&PathBuf> = files.iter().collect();
+        let present: HashSet<&std::ffi::OsStr> = files.iter().map(|f| f.as_os_str()).collect();
         let before = st.files.len();
-        st.files.retain(|f, _| present.contains(f));
+        st.files.retain(|f, _| present.contains(f.0.as_os_str()));
         let mut changed = st.files.len() != before;
         for rel in &files {
             changed |= self.refresh_file(&mut st, rel, force);
@@ -166,13 +214,20 @@ impl Store {
     fn refresh_file(&self, st: &mut State, rel: &Path, force: bool) -> bool {
         let full = self.root.join(rel);
         let Some(hash) = hash_file(&full) else {
-            return st.files.remove(rel).is_some();
+            return st.files.remove(rel.as_os_str()).is_some();
         };
-        if !force && st.files.get(rel).is_some_and(|f| f.hash == hash) {
+        if !force
+            && st
+                .files
+                .get(rel.as_os_str())
+                .is_some_and(|f| f.hash == hash)
+        {
             return false;
         }
         let loaded = load::load_file(&self.root, rel, &self.ctx);
-        let previous = st.files.remove(rel);
+        // The hash of what was parsed (the file may have changed since it was hashed).
+        let hash = loaded.hash;
+        let previous = st.files.remove(rel.as_os_str());
         let state = if loaded.problems.is_empty() {
             FileState {
                 hash,
@@ -194,7 +249,7 @@ impl Store {
                 warnings: loaded.warnings,
             }
         };
-        st.files.insert(rel.to_path_buf(), state);
+        st.files.insert(FileKey(rel.to_path_buf()), state);
         true
     }
 
@@ -312,7 +367,7 @@ impl Store {
                 Some(src)
                     if st
                         .files
-                        .get(&src.file)
+                        .get(src.file.as_os_str())
                         .is_some_and(|f| f.mappings.len() == 1) =>
                 {
                     src.file.clone()
@@ -362,10 +417,7 @@ fn file_ids(st: &State) -> HashSet<Arc<str>> {
 }
 
 fn hash_file(path: &Path) -> Option<u64> {
-    let bytes = std::fs::read(path).ok()?;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    Some(h.finish())
+    std::fs::read(path).ok().map(|b| load::content_hash(&b))
 }
 
 fn pretty(json: &str) -> String {

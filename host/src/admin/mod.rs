@@ -307,7 +307,7 @@ impl Admin {
             }
             ("POST", ["recordings", "start"]) => match req.json_body().map(|v| record::Spec::parse(&v)) {
                 Ok(Ok(spec)) => match self.recorder.start(&self.store, spec) {
-                    Ok(()) => AdminReply::empty(200),
+                    Ok(()) => AdminReply::ok(),
                     Err((status, why)) => AdminReply::json(status, json::error("Recording not started", &why)),
                 },
                 Ok(Err((status, why))) => AdminReply::json(status, json::error("Error parsing JSON", &why)),

@@ -362,7 +362,12 @@ pub fn make_stubs(
             }
         }
     }
-    for (stub, _) in stubs {
+    // Newest first, with `uuid`, as WireMock lists them.
+    for (mut stub, _) in stubs.into_iter().rev() {
+        let id = stub["id"].clone();
+        if let Value::Object(obj) = &mut stub {
+            obj.insert("uuid".into(), id);
+        }
         mappings_out.push(stub);
     }
     if spec.ids_only {
@@ -375,8 +380,25 @@ pub fn make_stubs(
 fn request_pattern(spec: &Spec, e: &ServeEvent) -> Value {
     let req = &e.request;
     let mut out = Map::new();
-    out.insert("url".into(), json!(req.url));
-    out.insert("method".into(), json!(req.method));
+    // As WireMock 3 records: the exact `url` when there is no query, else `urlPath`
+    // and each query parameter with exactly the values it had, in order.
+    if req.raw_query().is_none() {
+        out.insert("url".into(), json!(req.url));
+        out.insert("method".into(), json!(req.method));
+    } else {
+        out.insert("urlPath".into(), json!(req.path()));
+        out.insert("method".into(), json!(req.method));
+        let mut query = Map::new();
+        for (k, v) in req.query() {
+            let entry = query
+                .entry(k.clone())
+                .or_insert_with(|| json!({ "hasExactly": [] }));
+            if let Some(Value::Array(values)) = entry.get_mut("hasExactly") {
+                values.push(json!({ "equalTo": v }));
+            }
+        }
+        out.insert("queryParameters".into(), Value::Object(query));
+    }
     let mut headers = Map::new();
     for (name, ci) in &spec.capture_headers {
         if let Some(v) = req.header(name) {

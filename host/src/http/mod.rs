@@ -316,9 +316,9 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     transport.processing.observe(process_time);
     if services.journal.enabled() {
         services.journal.record(ServeEvent {
-            id: uuid::Uuid::new_v4(),
+            id: services.journal.next_id(),
             logged_at: SystemTime::now(),
-            request: snap,
+            request: snap.into_compact(),
             protocol: protocol_name(version),
             local_port: conn.local_port,
             mapping,

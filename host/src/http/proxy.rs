@@ -28,10 +28,30 @@ pub struct Upstream {
     pub body: Bytes,
 }
 
-#[derive(Debug, Clone)]
+type Inner = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The client is built on first use: loading the system's CA certificates takes
+/// tens of milliseconds, which a server without proxy stubs should not pay at start.
+#[derive(Debug)]
 pub struct ProxyClient {
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: std::sync::OnceLock<Inner>,
     timeout: Duration,
+}
+
+fn build_client() -> Inner {
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let builder = match builder.with_native_roots() {
+        Ok(b) => b,
+        Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
+    };
+    let connector = builder
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector)
 }
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) are for one connection only, and `host` is
@@ -53,20 +73,8 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 
 impl ProxyClient {
     pub fn new(timeout: Duration) -> ProxyClient {
-        let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let builder = match builder.with_native_roots() {
-            Ok(b) => b,
-            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
-        };
-        let connector = builder
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .build();
         ProxyClient {
-            client: Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(30))
-                .build(connector),
+            client: std::sync::OnceLock::new(),
             timeout,
         }
     }
@@ -110,7 +118,12 @@ impl ProxyClient {
             )
         };
         let call = async {
-            let resp = self.client.request(out).await.map_err(|e| failure(&e))?;
+            let resp = self
+                .client
+                .get_or_init(build_client)
+                .request(out)
+                .await
+                .map_err(|e| failure(&e))?;
             let status = resp.status().as_u16();
             let headers: Vec<(HeaderName, HeaderValue)> = resp
                 .headers()

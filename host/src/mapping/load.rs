@@ -51,6 +51,9 @@ impl fmt::Display for Problem {
 /// The outcome of loading one file.
 #[derive(Debug, Default)]
 pub struct FileLoad {
+    /// Hash of the bytes read (0 when the file could not be read), so a watcher can
+    /// tell a changed file from one rewritten with the same content.
+    pub hash: u64,
     pub mappings: Vec<Mapping>,
     /// Stubs (or whole files) that were rejected.
     pub problems: Vec<Problem>,
@@ -63,6 +66,8 @@ pub struct FileLoad {
 #[derive(Debug, Default)]
 pub struct LoadReport {
     pub mappings: Vec<Mapping>,
+    /// Every mapping file read, relative to the root, with the hash of its content.
+    pub file_hashes: Vec<(PathBuf, u64)>,
     pub problems: Vec<Problem>,
     pub warnings: Vec<Problem>,
     pub rejected: usize,
@@ -121,7 +126,10 @@ pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
         error: FieldError::new("", reason),
     };
     let text = match std::fs::read(root.join(rel)) {
-        Ok(t) => t,
+        Ok(t) => {
+            out.hash = content_hash(&t);
+            t
+        }
         Err(e) => {
             out.problems
                 .push(whole_file(format!("cannot read the file: {e}")));
@@ -194,6 +202,14 @@ pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
     out
 }
 
+/// A fast, non-cryptographic hash of a file's content.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
 /// Loads every mapping file of `root`, in parallel, keeping path order.
 pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
     if !root.is_dir() {
@@ -233,7 +249,9 @@ pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
         mappings: Vec::with_capacity(loads.iter().map(|l| l.mappings.len()).sum()),
         ..LoadReport::default()
     };
-    for l in loads {
+    report.file_hashes.reserve_exact(files.len());
+    for (rel, l) in files.into_iter().zip(loads) {
+        report.file_hashes.push((rel, l.hash));
         report.mappings.extend(l.mappings);
         report.problems.extend(l.problems);
         report.warnings.extend(l.warnings);
