@@ -6,7 +6,22 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
 
-log "rust tests (unit, integration on port 0, fixture folders, property tests)"
+log "RabbitMQ for the MQ tests (127.0.0.1:5672, guest/guest)"
+if ! (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    echo "installing Debian's rabbitmq-server"
+    (apt-get install -y rabbitmq-server >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y rabbitmq-server >/dev/null; })
+  fi
+  rabbitmq-server -detached
+  for _ in $(seq 1 60); do
+    rabbitmq-diagnostics -q ping >/dev/null 2>&1 && break
+    sleep 2
+  done
+  rabbitmq-diagnostics -q ping
+fi
+echo "RabbitMQ is up"
+
+log "rust tests (unit, integration on port 0, fixture folders, property tests, RabbitMQ)"
 cargo test --workspace
 
 log "admin API driven by a third-party client (PyPI package wiremock) against decoy"

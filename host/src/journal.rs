@@ -4,9 +4,9 @@
 //! its oldest entries instead of growing without limit. Recording moves the request
 //! snapshot the engine already built (compacted, see
 //! [`RequestSnapshot::into_compact`]) into an `Arc`; the work added to a request is
-//! an atomic increment for its id, that copy, and a short lock to push onto a ring.
+//! an atomic increment for its id, that copy, and an uncontended lock on one slot of
+//! a ring.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -47,23 +47,26 @@ impl ServeEvent {
     }
 }
 
+/// A ring of slots, one per entry, written without a shared lock: an event's id is
+/// `prefix` and a sequence number, and the number picks its slot, so the newest
+/// `capacity` events are always the ones kept and concurrent requests write to
+/// different slots (each slot's own mutex is uncontended). Listing sorts by the
+/// sequence number; that is admin-API work, not request work.
 #[derive(Debug)]
 pub struct Journal {
-    /// 0 when the journal is disabled.
-    capacity: usize,
-    entries: Mutex<VecDeque<Arc<ServeEvent>>>,
-    /// Event ids are this prefix and a counter.
+    /// Empty when the journal is disabled.
+    slots: Box<[Mutex<Option<Arc<ServeEvent>>>]>,
+    /// Event ids are this prefix and a sequence number.
     prefix: u64,
-    counter: AtomicU64,
+    sequence: AtomicU64,
 }
 
 impl Journal {
     pub fn new(capacity: usize) -> Journal {
         Journal {
-            capacity,
-            entries: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
+            slots: (0..capacity).map(|_| Mutex::new(None)).collect(),
             prefix: uuid::Uuid::new_v4().as_u64_pair().0,
-            counter: AtomicU64::new(0),
+            sequence: AtomicU64::new(0),
         }
     }
 
@@ -72,70 +75,95 @@ impl Journal {
     }
 
     pub fn enabled(&self) -> bool {
-        self.capacity > 0
+        !self.slots.is_empty()
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<ServeEvent>>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    fn slot(&self, seq: u64) -> MutexGuard<'_, Option<Arc<ServeEvent>>> {
+        let i = (seq % self.slots.len() as u64) as usize;
+        self.slots[i].lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn sequence_of(id: &uuid::Uuid) -> u64 {
+        id.as_u64_pair().1
+    }
+
+    /// A fresh id for an event to record: unique within this process and across
+    /// processes (a random prefix chosen at start), for one atomic increment.
+    pub fn next_id(&self) -> uuid::Uuid {
+        let n = self.sequence.fetch_add(1, Ordering::Relaxed);
+        uuid::Uuid::from_u64_pair(self.prefix, n)
+    }
+
+    /// Records `event`, whose id must come from [`Journal::next_id`].
     pub fn record(&self, event: ServeEvent) {
-        if self.capacity == 0 {
+        if self.slots.is_empty() {
             return;
         }
-        let event = Arc::new(event);
-        let evicted = {
-            let mut entries = self.lock();
-            let evicted = if entries.len() >= self.capacity {
-                entries.pop_front()
-            } else {
-                None
-            };
-            entries.push_back(event);
-            evicted
-        };
-        // Freeing the oldest entry touches cold memory: do it outside the lock.
+        let seq = Self::sequence_of(&event.id);
+        let evicted = self.slot(seq).replace(Arc::new(event));
+        // Freeing the oldest entry touches cold memory: done after the slot's lock.
         drop(evicted);
-    }
-
-    /// A fresh id for an event: unique within this process and across processes
-    /// (a random prefix chosen at start), for the cost of one atomic increment
-    /// instead of drawing 122 random bits per request.
-    pub fn next_id(&self) -> uuid::Uuid {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        uuid::Uuid::from_u64_pair(self.prefix, n)
     }
 
     /// Newest first, as WireMock lists them.
     pub fn newest_first(&self) -> Vec<Arc<ServeEvent>> {
-        self.lock().iter().rev().cloned().collect()
+        let mut all: Vec<Arc<ServeEvent>> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .collect();
+        all.sort_by_key(|e| std::cmp::Reverse(Self::sequence_of(&e.id)));
+        all
+    }
+
+    fn parse(&self, id: &str) -> Option<uuid::Uuid> {
+        uuid::Uuid::parse_str(id).ok().filter(|_| self.enabled())
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<ServeEvent>> {
-        self.lock().iter().find(|e| e.id.to_string() == id).cloned()
+        let id = self.parse(id)?;
+        self.slot(Self::sequence_of(&id))
+            .clone()
+            .filter(|e| e.id == id)
     }
 
     pub fn remove_by_id(&self, id: &str) -> bool {
-        let mut entries = self.lock();
-        let before = entries.len();
-        entries.retain(|e| e.id.to_string() != id);
-        entries.len() != before
+        let Some(id) = self.parse(id) else {
+            return false;
+        };
+        let mut slot = self.slot(Self::sequence_of(&id));
+        if slot.as_ref().is_some_and(|e| e.id == id) {
+            *slot = None;
+            true
+        } else {
+            false
+        }
     }
 
-    /// Removes the events for which `pred` is true; returns them.
+    /// Removes the events for which `pred` is true; returns them, newest first.
     pub fn remove_where(&self, pred: impl Fn(&ServeEvent) -> bool) -> Vec<Arc<ServeEvent>> {
-        let mut entries = self.lock();
-        let (gone, kept): (Vec<_>, Vec<_>) = entries.drain(..).partition(|e| pred(e));
-        entries.extend(kept);
+        let mut gone = Vec::new();
+        for s in self.slots.iter() {
+            let mut slot = s.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.as_ref().is_some_and(|e| pred(e)) {
+                gone.extend(slot.take());
+            }
+        }
+        gone.sort_by_key(|e| std::cmp::Reverse(Self::sequence_of(&e.id)));
         gone
     }
 
     pub fn clear(&self) {
-        self.lock().clear();
+        for s in self.slots.iter() {
+            s.lock().unwrap_or_else(|p| p.into_inner()).take();
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.slots
+            .iter()
+            .filter(|s| s.lock().unwrap_or_else(|p| p.into_inner()).is_some())
+            .count()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -147,9 +175,9 @@ impl Journal {
 mod tests {
     use super::*;
 
-    fn event(url: &str) -> ServeEvent {
+    fn event(j: &Journal, url: &str) -> ServeEvent {
         ServeEvent {
-            id: uuid::Uuid::new_v4(),
+            id: j.next_id(),
             logged_at: SystemTime::now(),
             request: RequestSnapshot::new("GET", url),
             protocol: "HTTP/1.1",
@@ -168,7 +196,7 @@ mod tests {
     fn keeps_only_the_newest_entries_up_to_its_capacity() {
         let j = Journal::new(3);
         for i in 0..5 {
-            j.record(event(&format!("/{i}")));
+            j.record(event(&j, &format!("/{i}")));
         }
         let urls: Vec<String> = j
             .newest_first()
@@ -181,15 +209,15 @@ mod tests {
     #[test]
     fn a_disabled_journal_records_nothing() {
         let j = Journal::disabled();
-        j.record(event("/x"));
+        j.record(event(&j, "/x"));
         assert!(j.is_empty());
     }
 
     #[test]
     fn removes_by_id_and_by_predicate() {
         let j = Journal::new(10);
-        j.record(event("/a"));
-        j.record(event("/b"));
+        j.record(event(&j, "/a"));
+        j.record(event(&j, "/b"));
         let id = j.newest_first()[0].id.to_string();
         assert!(j.remove_by_id(&id));
         assert!(!j.remove_by_id(&id));

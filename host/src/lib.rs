@@ -29,6 +29,9 @@
 //! - [`journal`]: the bounded record of served requests; [`metrics`]: counters and
 //!   latency histograms in the Prometheus text format.
 //!
+//! And beside HTTP, [`mq`]: message-queue virtual services (AMQP today), which reuse
+//! the value patterns of [`matching`] and the delay vocabulary of [`plan`].
+//!
 //! The binary (`src/main.rs`, `src/commands/`) is a thin clap front end over these.
 
 pub mod admin;
@@ -38,6 +41,7 @@ pub mod journal;
 pub mod mapping;
 pub mod matching;
 pub mod metrics;
+pub mod mq;
 pub mod plan;
 pub mod request;
 pub mod server;

@@ -1,59 +1,128 @@
 //! Counters and latency histograms, rendered in the Prometheus text format.
 //!
-//! Everything is a relaxed atomic: recording a request is a handful of uncontended
-//! increments, cheap enough to leave on. Per-mapping counters live in
+//! Everything is a relaxed atomic, and the per-transport counters are sharded by
+//! worker thread: recording a request is a handful of uncontended increments, cheap
+//! enough to leave on (measured in docs/performance.md). Per-mapping counters live in
 //! [`MappingStats`], shared by a mapping and its reloaded successors (same id), so a
 //! reload does not reset them.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Upper bounds of the latency buckets, in seconds.
+/// Upper bounds of the latency buckets, in seconds (as rendered) and nanoseconds.
 const BOUNDS: [f64; 14] = [
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
     0.25, 1.0,
 ];
+const BOUND_NANOS: [u64; 14] = [
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    1_000_000_000,
+];
 
+/// Latency buckets of one shard: counts per bucket, total count, sum.
 #[derive(Debug, Default)]
-pub struct Histogram {
+struct Buckets {
     buckets: [AtomicU64; BOUNDS.len()],
     count: AtomicU64,
     sum_nanos: AtomicU64,
 }
 
-impl Histogram {
-    pub fn observe(&self, d: Duration) {
-        let secs = d.as_secs_f64();
-        if let Some(i) = BOUNDS.iter().position(|b| secs <= *b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_nanos
-            .fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+/// What one worker thread counts for one transport. Aligned to its own cache lines
+/// so two threads counting at once never touch the same line.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard {
+    matched: AtomicU64,
+    unmatched: AtomicU64,
+    processing: Buckets,
+}
+
+/// Counter shards: requests on different worker threads increment different
+/// cache lines; rendering adds the shards up.
+const SHARDS: usize = 8;
+
+thread_local! {
+    static SHARD_INDEX: usize = {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        (NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS as u64) as usize
+    };
+}
+
+/// Counters of one transport: requests matched and unmatched, and the histogram of
+/// processing time (request read to response handed to the transport, configured
+/// delays excluded).
+#[derive(Debug, Default)]
+pub struct TransportMetrics {
+    shards: [Shard; SHARDS],
+}
+
+impl TransportMetrics {
+    fn shard(&self) -> &Shard {
+        &self.shards[SHARD_INDEX.with(|i| *i)]
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
+    pub fn count(&self, matched: bool) {
+        let s = self.shard();
+        let c = if matched { &s.matched } else { &s.unmatched };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn observe(&self, d: Duration) {
+        let h = &self.shard().processing;
+        let nanos = d.as_nanos().min(u64::MAX as u128) as u64;
+        if let Some(i) = BOUND_NANOS.iter().position(|b| nanos <= *b) {
+            h.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        h.count.fetch_add(1, Ordering::Relaxed);
+        h.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub fn matched_total(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.matched.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub fn unmatched_total(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.unmatched.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn render_histogram(&self, out: &mut String, name: &str, labels: &str) {
+        let sum_of = |f: &dyn Fn(&Buckets) -> &AtomicU64| -> u64 {
+            self.shards
+                .iter()
+                .map(|s| f(&s.processing).load(Ordering::Relaxed))
+                .sum()
+        };
         let mut cumulative = 0;
         for (i, b) in BOUNDS.iter().enumerate() {
-            cumulative += self.buckets[i].load(Ordering::Relaxed);
+            cumulative += sum_of(&|h| &h.buckets[i]);
             let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {cumulative}");
         }
-        let count = self.count.load(Ordering::Relaxed);
+        let count = sum_of(&|h| &h.count);
         let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
-        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let sum = sum_of(&|h| &h.sum_nanos) as f64 / 1e9;
         let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
         let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
     }
-}
-
-/// Counters of one transport.
-#[derive(Debug, Default)]
-pub struct TransportMetrics {
-    pub matched: AtomicU64,
-    pub unmatched: AtomicU64,
-    /// Request read to response handed to the transport, configured delays excluded.
-    pub processing: Histogram,
 }
 
 /// Runtime counters of one mapping.
@@ -62,12 +131,23 @@ pub struct MappingStats {
     pub served: AtomicU64,
 }
 
+/// The per-mapping counters of MQ mappings: (id, name, counters).
+pub type MqMappingStats = Vec<(Arc<str>, Option<Arc<str>>, Arc<MappingStats>)>;
+
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub http: TransportMetrics,
+    pub amqp: Arc<TransportMetrics>,
+    pub ibm_mq: Arc<TransportMetrics>,
+    /// Set when the MQ runtime starts.
+    mq_mappings: Mutex<MqMappingStats>,
 }
 
 impl Metrics {
+    pub fn set_mq_mappings(&self, list: MqMappingStats) {
+        *self.mq_mappings.lock().unwrap_or_else(|p| p.into_inner()) = list;
+    }
+
     /// The Prometheus text exposition; `mappings` yields (id, name, stats).
     pub fn render<'a>(
         &self,
@@ -76,19 +156,25 @@ impl Metrics {
         let mut out = String::new();
         out.push_str("# HELP decoy_requests_total Requests answered, by transport and outcome.\n");
         out.push_str("# TYPE decoy_requests_total counter\n");
-        let transports = [("http", &self.http)];
+        let transports = [
+            ("http", &self.http),
+            ("amqp", &*self.amqp),
+            ("ibm-mq", &*self.ibm_mq),
+        ];
         for (transport, m) in transports {
-            for (outcome, n) in [("matched", &m.matched), ("unmatched", &m.unmatched)] {
+            for (outcome, n) in [
+                ("matched", m.matched_total()),
+                ("unmatched", m.unmatched_total()),
+            ] {
                 let _ = writeln!(
                     out,
-                    "decoy_requests_total{{transport=\"{transport}\",outcome=\"{outcome}\"}} {}",
-                    n.load(Ordering::Relaxed)
+                    "decoy_requests_total{{transport=\"{transport}\",outcome=\"{outcome}\"}} {n}"
                 );
             }
         }
         out.push_str("# HELP decoy_mapping_requests_total Requests answered by each mapping.\n");
         out.push_str("# TYPE decoy_mapping_requests_total counter\n");
-        for (id, name, stats) in mappings {
+        let line = |out: &mut String, id: &str, name: Option<&str>, stats: &MappingStats| {
             let _ = writeln!(
                 out,
                 "decoy_mapping_requests_total{{mapping_id=\"{}\",mapping_name=\"{}\"}} {}",
@@ -96,13 +182,24 @@ impl Metrics {
                 escape(name.unwrap_or("")),
                 stats.served.load(Ordering::Relaxed)
             );
+        };
+        for (id, name, stats) in mappings {
+            line(&mut out, id, name, stats);
+        }
+        for (id, name, stats) in self
+            .mq_mappings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            line(&mut out, id, name.as_deref(), stats);
         }
         out.push_str(
             "# HELP decoy_processing_seconds Time from request read to response written, without configured delays.\n",
         );
         out.push_str("# TYPE decoy_processing_seconds histogram\n");
         for (transport, m) in transports {
-            m.processing.render(
+            m.render_histogram(
                 &mut out,
                 "decoy_processing_seconds",
                 &format!("transport=\"{transport}\""),
@@ -154,9 +251,9 @@ mod tests {
     #[test]
     fn histogram_buckets_are_cumulative() {
         let m = Metrics::default();
-        m.http.processing.observe(Duration::from_micros(10));
-        m.http.processing.observe(Duration::from_micros(300));
-        m.http.processing.observe(Duration::from_secs(5));
+        m.http.observe(Duration::from_micros(10));
+        m.http.observe(Duration::from_micros(300));
+        m.http.observe(Duration::from_secs(5));
         let stats = MappingStats::default();
         stats.served.fetch_add(2, Ordering::Relaxed);
         let text = m.render([("id-1", Some("a \"b\""), &stats)].into_iter());

@@ -79,6 +79,8 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Keeps the file watcher alive.
     _watcher: Option<crate::watch::WatchHandle>,
+    /// Message-queue virtual services, when the root has MQ mappings.
+    mq: Option<crate::mq::runtime::MqRuntime>,
 }
 
 /// The parts of a [`LoadReport`] worth keeping after start.
@@ -105,15 +107,17 @@ impl Running {
     /// Stops accepting, lets in-flight requests finish (up to 5 s), and returns.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
-        for t in self.tasks {
-            let _ = t.await;
-        }
+        self.wait().await;
     }
 
-    /// Resolves when every listener has stopped (after a shutdown signal).
+    /// Resolves when every listener has stopped (after a shutdown signal) and the
+    /// MQ side has sent the replies it had in flight.
     pub async fn wait(self) {
         for t in self.tasks {
             let _ = t.await;
+        }
+        if let Some(mq) = self.mq {
+            mq.shutdown().await;
         }
     }
 
@@ -129,11 +133,23 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         .await
         .context("loading mappings")?
         .with_context(|| format!("cannot load mappings from {}", opts.root_dir.display()))?;
-    let summary = LoadSummary::from(&report);
-    if opts.strict && report.rejected > 0 {
+    let mq_root = opts.root_dir.clone();
+    let mq_load = tokio::task::spawn_blocking(move || crate::mq::config::load(&mq_root))
+        .await
+        .context("loading MQ mappings")?;
+    let mut summary = LoadSummary::from(&report);
+    summary.loaded += mq_load.mappings.len();
+    summary.rejected += mq_load.rejected;
+    summary
+        .problems
+        .extend(mq_load.problems.iter().map(|p| p.to_string()));
+    summary
+        .warnings
+        .extend(mq_load.warnings.iter().map(|p| p.to_string()));
+    if opts.strict && summary.rejected > 0 {
         bail!(
             "{} mapping(s) rejected and --strict is set:\n  {}",
-            report.rejected,
+            summary.rejected,
             summary.problems.join("\n  ")
         );
     }
@@ -176,7 +192,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let services = Arc::new(Services {
         engine: engine.clone(),
         journal,
-        metrics,
+        metrics: metrics.clone(),
         proxy,
         admin: Some(admin.clone()),
         cfg: opts.http.clone(),
@@ -237,6 +253,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         Some(task) => task.await.context("starting the file watcher")?,
         None => None,
     };
+    let mq = crate::mq::start(mq_load, &metrics)?;
     Ok(Running {
         http_addr,
         https_addr,
@@ -248,5 +265,6 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         stop,
         tasks,
         _watcher: watcher,
+        mq,
     })
 }

@@ -33,7 +33,26 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         report.rejected,
         report.warnings.len()
     );
-    let failed = report.rejected > 0 || (args.strict && !report.warnings.is_empty());
+    let mq = decoy::mq::config::load(&args.root_dir);
+    if !mq.is_empty() || !mq.problems.is_empty() {
+        for w in &mq.warnings {
+            println!("warning: {w}");
+        }
+        for p in &mq.problems {
+            println!("error: {p}");
+        }
+        println!(
+            "MQ: {} connection(s), {} mapping(s) valid, {} rejected, {} problem(s), {} warning(s)",
+            mq.connections.len(),
+            mq.mappings.len(),
+            mq.rejected,
+            mq.problems.len(),
+            mq.warnings.len()
+        );
+    }
+    let failed = report.rejected > 0
+        || !mq.problems.is_empty()
+        || (args.strict && !(report.warnings.is_empty() && mq.warnings.is_empty()));
     Ok(if failed {
         ExitCode::FAILURE
     } else {

@@ -289,12 +289,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         Outcome::NotMatched { plan } => (None, plan),
     };
     let transport = &services.metrics.http;
-    let counter = if mapping.is_some() {
-        &transport.matched
-    } else {
-        &transport.unmatched
-    };
-    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    transport.count(mapping.is_some());
 
     let proxied = plan.proxy.is_some();
     if let Some(spec) = plan.proxy.take() {
@@ -313,7 +308,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         }
     }
     let process_time = read_at.elapsed();
-    transport.processing.observe(process_time);
+    transport.observe(process_time);
     if services.journal.enabled() {
         services.journal.record(ServeEvent {
             id: services.journal.next_id(),

@@ -1,0 +1,344 @@
+//! AMQP 0-9-1 (RabbitMQ) with `lapin` on tokio.
+//!
+//! A connection entry opens `readConnectionsToOpen` connections for receiving and
+//! `writeConnectionsToOpen` for sending; receiver and sender number `i` use
+//! connection `i % n`, each on its own channel. Receivers consume with manual
+//! acknowledgement and `basic.qos(prefetch)`, so the broker never hands one receiver
+//! more than `prefetch` unacknowledged requests. Senders publish on channels in
+//! confirm mode and wait for the broker's confirm before the request is acknowledged.
+//! A dropped connection is replaced on the next receiver or sender request (the
+//! runtime retries with backoff); RabbitMQ redelivers whatever was not acknowledged.
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt as _;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    BasicRejectOptions, ConfirmSelectOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+
+use super::config::AmqpConfig;
+use super::transport::{
+    BoxFuture, Broker, BrokerError, Delivery, Message, Receiver, Sender, Settle,
+};
+
+fn err(what: &str, e: impl std::fmt::Display) -> BrokerError {
+    BrokerError::new(format!("{what}: {e}"))
+}
+
+/// One `amqp` connection entry and its two pools.
+pub struct AmqpBroker {
+    config: AmqpConfig,
+    /// The URI without its password, for messages.
+    shown: String,
+    read: Vec<Mutex<Option<Arc<Connection>>>>,
+    write: Vec<Mutex<Option<Arc<Connection>>>>,
+}
+
+impl std::fmt::Debug for AmqpBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpBroker")
+            .field("uri", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `amqp://guest:secret@host/vh` → `amqp://guest@host/vh`.
+fn without_password(uri: &str) -> String {
+    match (uri.find("://"), uri.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &uri[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{}@{}", &uri[..s + 3], user, &uri[at + 1..])
+        }
+        _ => uri.to_owned(),
+    }
+}
+
+impl AmqpBroker {
+    pub fn new(config: AmqpConfig) -> AmqpBroker {
+        let slots = |n: usize| (0..n).map(|_| Mutex::new(None)).collect();
+        AmqpBroker {
+            shown: without_password(&config.uri),
+            read: slots(config.read_connections),
+            write: slots(config.write_connections),
+            config,
+        }
+    }
+
+    /// The pooled connection at `slot`, reconnecting when it was lost.
+    async fn connection(
+        &self,
+        pool: &[Mutex<Option<Arc<Connection>>>],
+        index: usize,
+    ) -> Result<Arc<Connection>, BrokerError> {
+        let slot = &pool[index % pool.len()];
+        let current = slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(c) = current.filter(|c| c.status().connected()) {
+            return Ok(c);
+        }
+        let conn = Connection::connect(
+            &self.config.uri,
+            ConnectionProperties::default().with_connection_name("decoy".into()),
+        )
+        .await
+        .map_err(|e| err(&format!("cannot connect to {}", self.shown), e))?;
+        let conn = Arc::new(conn);
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn.clone());
+        Ok(conn)
+    }
+}
+
+impl Broker for AmqpBroker {
+    fn describe(&self) -> String {
+        self.shown.clone()
+    }
+
+    fn receiver<'a>(
+        &'a self,
+        queue: &'a str,
+        index: usize,
+    ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
+        Box::pin(async move {
+            let conn = self.connection(&self.read, index).await?;
+            let channel = conn
+                .create_channel()
+                .await
+                .map_err(|e| err("cannot open a channel", e))?;
+            // Passive: the queue must exist (decoy does not create the system's queues);
+            // a missing one is a clear error rather than a silently new empty queue.
+            channel
+                .queue_declare(
+                    queue.into(),
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| err(&format!("queue {queue:?} is not available"), e))?;
+            channel
+                .basic_qos(self.config.prefetch, BasicQosOptions::default())
+                .await
+                .map_err(|e| err("basic.qos", e))?;
+            let consumer = channel
+                .basic_consume(
+                    queue.into(),
+                    format!("decoy-{index}").into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| err(&format!("cannot consume from {queue:?}"), e))?;
+            Ok(Box::new(AmqpReceiver {
+                _channel: channel,
+                consumer,
+                queue: queue.to_owned(),
+            }) as Box<dyn Receiver>)
+        })
+    }
+
+    fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>> {
+        Box::pin(async move {
+            let conn = self.connection(&self.write, index).await?;
+            let channel = conn
+                .create_channel()
+                .await
+                .map_err(|e| err("cannot open a channel", e))?;
+            channel
+                .confirm_select(ConfirmSelectOptions::default())
+                .await
+                .map_err(|e| err("confirm.select", e))?;
+            Ok(Box::new(AmqpSender { channel }) as Box<dyn Sender>)
+        })
+    }
+}
+
+struct AmqpReceiver {
+    _channel: Channel,
+    consumer: lapin::Consumer,
+    queue: String,
+}
+
+impl Receiver for AmqpReceiver {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<Box<dyn Delivery>>, BrokerError>> {
+        Box::pin(async move {
+            match self.consumer.next().await {
+                Some(Ok(d)) => {
+                    let message = from_amqp(&d.properties, d.data);
+                    Ok(Some(Box::new(AmqpDelivery {
+                        acker: d.acker,
+                        queue: self.queue.clone(),
+                        message,
+                    }) as Box<dyn Delivery>))
+                }
+                Some(Err(e)) => Err(err("consumer failed", e)),
+                None => Err(BrokerError::new(
+                    "the consumer was cancelled or its connection closed",
+                )),
+            }
+        })
+    }
+}
+
+struct AmqpDelivery {
+    acker: lapin::Acker,
+    queue: String,
+    message: Message,
+}
+
+impl Delivery for AmqpDelivery {
+    fn message(&self) -> &Message {
+        &self.message
+    }
+
+    fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    fn settle(self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+        Box::pin(async move {
+            let done = match how {
+                Settle::Ack => self.acker.ack(BasicAckOptions::default()).await,
+                Settle::Requeue => {
+                    self.acker
+                        .nack(BasicNackOptions {
+                            requeue: true,
+                            ..BasicNackOptions::default()
+                        })
+                        .await
+                }
+                Settle::Reject => {
+                    self.acker
+                        .reject(BasicRejectOptions { requeue: false })
+                        .await
+                }
+            };
+            done.map(|_| ()).map_err(|e| err("settling a delivery", e))
+        })
+    }
+}
+
+struct AmqpSender {
+    channel: Channel,
+}
+
+impl Sender for AmqpSender {
+    fn send<'a>(
+        &'a self,
+        queue: &'a str,
+        message: Message,
+    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(async move {
+            let confirm = self
+                .channel
+                .basic_publish(
+                    "".into(),
+                    queue.into(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..BasicPublishOptions::default()
+                    },
+                    &message.body,
+                    to_amqp(&message),
+                )
+                .await
+                .map_err(|e| err("basic.publish", e))?
+                .await
+                .map_err(|e| err("waiting for the publisher confirm", e))?;
+            if confirm.is_nack() {
+                return Err(BrokerError::new(format!(
+                    "the broker refused the message for {queue:?}"
+                )));
+            }
+            if confirm.take_message().is_some() {
+                // Unroutable: no queue of that name. Retrying would loop forever, so
+                // the reply is dropped with a warning and the request acknowledged.
+                tracing::warn!("the reply to {queue:?} was returned by the broker: no such queue");
+            }
+            Ok(())
+        })
+    }
+}
+
+fn text_of(v: &AMQPValue) -> String {
+    match v {
+        AMQPValue::LongString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+        AMQPValue::ShortString(s) => s.as_str().to_owned(),
+        AMQPValue::Boolean(b) => b.to_string(),
+        AMQPValue::ShortShortInt(n) => n.to_string(),
+        AMQPValue::ShortShortUInt(n) => n.to_string(),
+        AMQPValue::ShortInt(n) => n.to_string(),
+        AMQPValue::ShortUInt(n) => n.to_string(),
+        AMQPValue::LongInt(n) => n.to_string(),
+        AMQPValue::LongUInt(n) => n.to_string(),
+        AMQPValue::LongLongInt(n) => n.to_string(),
+        AMQPValue::Float(n) => n.to_string(),
+        AMQPValue::Double(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn from_amqp(p: &BasicProperties, body: Vec<u8>) -> Message {
+    let bytes = |s: &Option<ShortString>| s.as_ref().map(|s| s.as_str().as_bytes().to_vec());
+    Message {
+        body: body.into(),
+        properties: p
+            .headers()
+            .as_ref()
+            .map(|h| {
+                h.inner()
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), text_of(v)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        message_id: bytes(p.message_id()),
+        correlation_id: bytes(p.correlation_id()),
+        reply_to: p.reply_to().as_ref().map(|s| s.as_str().to_owned()),
+        format: p.content_type().as_ref().map(|s| s.as_str().to_owned()),
+        message_type: p.kind().as_ref().map(|s| s.as_str().to_owned()),
+    }
+}
+
+fn to_amqp(m: &Message) -> BasicProperties {
+    let mut p = BasicProperties::default();
+    if !m.properties.is_empty() {
+        let mut headers = FieldTable::default();
+        for (k, v) in &m.properties {
+            headers.insert(k.clone().into(), AMQPValue::LongString(v.clone().into()));
+        }
+        p = p.with_headers(headers);
+    }
+    if let Some(c) = &m.correlation_id {
+        p = p.with_correlation_id(String::from_utf8_lossy(c).into_owned().into());
+    }
+    if let Some(id) = &m.message_id {
+        p = p.with_message_id(String::from_utf8_lossy(id).into_owned().into());
+    }
+    if let Some(r) = &m.reply_to {
+        p = p.with_reply_to(r.clone().into());
+    }
+    // An MQ format name is not a content type; only a real one is passed on.
+    if let Some(f) = m.format.as_ref().filter(|f| f.contains('/')) {
+        p = p.with_content_type(f.clone().into());
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            without_password("amqp://guest:secret@127.0.0.1:5672/%2f"),
+            "amqp://guest@127.0.0.1:5672/%2f"
+        );
+        assert_eq!(without_password("amqp://127.0.0.1"), "amqp://127.0.0.1");
+    }
+}

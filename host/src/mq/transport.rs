@@ -1,0 +1,90 @@
+//! The small interface a broker implements: receive, settle, send.
+//!
+//! The runtime ([`super::runtime`]) knows nothing about AMQP or the MQI: it asks a
+//! [`Broker`] for receivers on a queue and for senders, takes [`Delivery`]s from a
+//! receiver, sends replies with a [`Sender`] (which returns only once the broker has
+//! confirmed the message), and then settles the delivery. A third broker is one module
+//! implementing these traits. Futures are boxed so the traits stay object-safe: one
+//! allocation per call is nothing next to a network round trip.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A broker failure: the connection dropped, a queue is missing, a put was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct BrokerError(pub String);
+
+impl BrokerError {
+    pub fn new(s: impl Into<String>) -> Self {
+        BrokerError(s.into())
+    }
+}
+
+/// A message, as received or to be sent, independent of the broker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Message {
+    pub body: Bytes,
+    /// Application properties (AMQP headers, MQ message properties), as text.
+    pub properties: Vec<(String, String)>,
+    pub message_id: Option<Vec<u8>>,
+    pub correlation_id: Option<Vec<u8>>,
+    /// The queue a reply should go to.
+    pub reply_to: Option<String>,
+    /// MQ format (`MQSTR`), or for AMQP the content type.
+    pub format: Option<String>,
+    /// MQ: MQMT_REQUEST, MQMT_REPLY...; AMQP: the `type` property. Informational.
+    pub message_type: Option<String>,
+}
+
+/// What to do with a received message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Done: remove it from the queue (AMQP ack, MQ commit).
+    Ack,
+    /// Put it back to be delivered again (AMQP nack with requeue, MQ backout).
+    Requeue,
+    /// Refuse it for good (AMQP reject without requeue: the queue's dead-letter
+    /// exchange, if any, gets it).
+    Reject,
+}
+
+/// A received message that must be settled once.
+pub trait Delivery: Send {
+    fn message(&self) -> &Message;
+    /// The queue it came from.
+    fn queue(&self) -> &str;
+    fn settle(self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>>;
+}
+
+/// Messages from one queue, one at a time. `Ok(None)` means the receiver was closed
+/// (shutdown); an error means the connection was lost and a new receiver is needed.
+pub trait Receiver: Send {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<Box<dyn Delivery>>, BrokerError>>;
+}
+
+/// Puts messages on queues; `send` resolves once the broker has taken the message
+/// (AMQP publisher confirm, MQ put completed).
+pub trait Sender: Send + Sync {
+    fn send<'a>(
+        &'a self,
+        queue: &'a str,
+        message: Message,
+    ) -> BoxFuture<'a, Result<(), BrokerError>>;
+}
+
+/// One configured broker connection (with its pools).
+pub trait Broker: Send + Sync {
+    /// A human-readable name for logs (`amqp://127.0.0.1:5672/%2f`, no password).
+    fn describe(&self) -> String;
+    fn receiver<'a>(
+        &'a self,
+        queue: &'a str,
+        index: usize,
+    ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>>;
+    fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>>;
+}
