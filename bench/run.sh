@@ -17,7 +17,15 @@ if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; th
   mkdir -p "$wm"
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
-cargo build --release -p decoy
+cargo build --release -p decoy --example mq-load
+
+# MQ scenarios first (they need RabbitMQ; skipped with a note when it is not up).
+if (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+  python3 bench/mq.py "${MQ_SECONDS:-10}"
+else
+  echo "RabbitMQ is not running on 127.0.0.1:5672: skipping the MQ scenarios"
+  rm -f bench/out/mq.json
+fi
 
 # The journal's and metrics' cost is measured against the last build without them.
 baseline_rev=1080b70

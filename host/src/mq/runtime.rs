@@ -125,6 +125,9 @@ impl MqRuntime {
                     }),
                 }
             }
+            // Receivers and senders are numbered across the whole connection, so they
+            // spread over its read and write pools (not only over one queue's tasks).
+            let (mut recv_n, mut send_n) = (0, 0);
             for mut q in queues {
                 q.mappings.reverse();
                 q.mappings.sort_by_key(|(m, _)| m.priority);
@@ -142,19 +145,26 @@ impl MqRuntime {
                     .unwrap_or(1);
                 let q = Arc::new(q);
                 let mut lanes = Vec::with_capacity(n_send);
-                for i in 0..n_send {
+                for _ in 0..n_send {
                     let (tx, rx) = mpsc::channel::<Job>(HANDOFF);
                     lanes.push(tx);
-                    senders.push(tokio::spawn(send_loop(broker.clone(), q.clone(), i, rx)));
+                    senders.push(tokio::spawn(send_loop(
+                        broker.clone(),
+                        q.clone(),
+                        send_n,
+                        rx,
+                    )));
+                    send_n += 1;
                 }
-                for i in 0..n_recv {
+                for _ in 0..n_recv {
                     receivers.push(tokio::spawn(receive_loop(
                         broker.clone(),
                         q.clone(),
-                        i,
+                        recv_n,
                         lanes.clone(),
                         stop_rx.clone(),
                     )));
+                    recv_n += 1;
                 }
             }
         }

@@ -1,0 +1,370 @@
+//! Load for MQ virtual services on RabbitMQ, and the bare responder they are compared
+//! with. Used by `bench/mq.py`; not part of decoy.
+//!
+//! ```sh
+//! cargo run --release --example mq-load -- setup     --prefix bench --queues 20
+//! cargo run --release --example mq-load -- respond   --prefix bench --queues 20 [--delay-ms 100]
+//! cargo run --release --example mq-load -- drive     --prefix bench --queues 20 --seconds 10 --size 490
+//! cargo run --release --example mq-load -- teardown  --prefix bench --queues 20
+//! ```
+//!
+//! `drive` keeps `--window` requests in flight per queue, each with a reply-to queue
+//! and a message id, takes the replies (matched by correlation id), and prints one
+//! JSON line: transactions per second and round-trip latency percentiles, counted
+//! over `--seconds` after a `--warmup`. `respond` is what a hand-written service on
+//! `lapin` would do, with nothing decoy adds (no files, no matching, no metrics): it
+//! consumes every request queue, waits `--delay-ms`, puts a fixed reply with a
+//! publisher confirm and acknowledges the request, as decoy does: the ceiling.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt as _;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+struct Args {
+    cmd: String,
+    url: String,
+    prefix: String,
+    queues: usize,
+    seconds: u64,
+    warmup: u64,
+    size: usize,
+    window: usize,
+    delay_ms: u64,
+    connections: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        cmd: String::new(),
+        url: std::env::var("DECOY_AMQP_URL")
+            .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into()),
+        prefix: "decoy-bench".into(),
+        queues: 20,
+        seconds: 10,
+        warmup: 3,
+        size: 490,
+        window: 50,
+        delay_ms: 0,
+        connections: 5,
+    };
+    let mut it = std::env::args().skip(1);
+    a.cmd = it.next().unwrap_or_default();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--url" => a.url = value(),
+            "--prefix" => a.prefix = value(),
+            "--queues" => a.queues = value().parse().unwrap(),
+            "--seconds" => a.seconds = value().parse().unwrap(),
+            "--warmup" => a.warmup = value().parse().unwrap(),
+            "--size" => a.size = value().parse().unwrap(),
+            "--window" => a.window = value().parse().unwrap(),
+            "--delay-ms" => a.delay_ms = value().parse().unwrap(),
+            "--connections" => a.connections = value().parse().unwrap(),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    a
+}
+
+fn queue(a: &Args, i: usize) -> String {
+    format!("{}.req.{i:02}", a.prefix)
+}
+
+async fn connect(url: &str) -> Connection {
+    Connection::connect(url, ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ is reachable")
+}
+
+/// A request of `size` bytes asking for a quote, with two values an XPath can take.
+fn request_body(i: u64, size: usize) -> Vec<u8> {
+    let head = format!(
+        "<quoteRequest><id>{i}</id><symbol>ACME</symbol><account>ACC-{:06}</account><pad>",
+        i % 1_000_000
+    );
+    let tail = "</pad></quoteRequest>";
+    let pad = size.saturating_sub(head.len() + tail.len());
+    let mut b = head.into_bytes();
+    b.extend(std::iter::repeat_n(b'x', pad));
+    b.extend_from_slice(tail.as_bytes());
+    b
+}
+
+#[tokio::main]
+async fn main() {
+    let a = args();
+    match a.cmd.as_str() {
+        "setup" => setup(&a, true).await,
+        "teardown" => setup(&a, false).await,
+        "respond" => respond(&a).await,
+        "drive" => drive(&a).await,
+        _ => {
+            eprintln!(
+                "usage: mq-load setup|teardown|respond|drive [--url U] [--prefix P] [--queues N] ..."
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn setup(a: &Args, create: bool) {
+    let conn = connect(&a.url).await;
+    let ch = conn.create_channel().await.unwrap();
+    for i in 0..a.queues {
+        let q = queue(a, i);
+        if create {
+            ch.queue_declare(
+                q.as_str().into(),
+                QueueDeclareOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        } else {
+            let _ = ch
+                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                .await;
+        }
+    }
+}
+
+async fn respond(a: &Args) {
+    let reply_body: Arc<Vec<u8>> = Arc::new(
+        b"<quote><symbol>ACME</symbol><account>ACC-000000</account><price>42.00</price></quote>"
+            .to_vec(),
+    );
+    let mut read = Vec::new();
+    let mut write = Vec::new();
+    for _ in 0..a.connections {
+        read.push(connect(&a.url).await);
+        write.push(connect(&a.url).await);
+    }
+    let mut tasks = Vec::new();
+    for i in 0..a.queues {
+        let rx = read[i % read.len()].create_channel().await.unwrap();
+        rx.basic_qos(100, BasicQosOptions::default()).await.unwrap();
+        let tx = write[i % write.len()].create_channel().await.unwrap();
+        tx.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .unwrap();
+        let mut consumer = rx
+            .basic_consume(
+                queue(a, i).as_str().into(),
+                "bare".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        let (jobs, mut pending) = tokio::sync::mpsc::channel::<lapin::message::Delivery>(256);
+        let delay = Duration::from_millis(a.delay_ms);
+        // Receive, wait on a timer, hand to the sender: the same shape as decoy.
+        tasks.push(tokio::spawn(async move {
+            while let Some(Ok(d)) = consumer.next().await {
+                let jobs = jobs.clone();
+                if delay.is_zero() {
+                    let _ = jobs.send(d).await;
+                } else {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = jobs.send(d).await;
+                    });
+                }
+            }
+        }));
+        let body = reply_body.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(d) = pending.recv().await {
+                let Some(reply_to) = d.properties.reply_to().clone() else {
+                    let _ = d.ack(BasicAckOptions::default()).await;
+                    continue;
+                };
+                let mut props = BasicProperties::default();
+                if let Some(id) = d.properties.message_id().clone() {
+                    props = props.with_correlation_id(id);
+                }
+                let confirm = tx
+                    .basic_publish(
+                        "".into(),
+                        reply_to,
+                        BasicPublishOptions::default(),
+                        &body,
+                        props,
+                    )
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+                assert!(confirm.is_ack());
+                d.ack(BasicAckOptions::default()).await.unwrap();
+            }
+        }));
+    }
+    println!("bare responder ready on {} queues", a.queues);
+    tokio::signal::ctrl_c().await.ok();
+    for t in tasks {
+        t.abort();
+    }
+}
+
+async fn drive(a: &Args) {
+    let conn = connect(&a.url).await;
+    let ch = conn.create_channel().await.unwrap();
+    let reply_q = ch
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap()
+        .name()
+        .clone();
+    let start = Instant::now();
+    let sent: Arc<std::sync::Mutex<HashMap<u64, Instant>>> = Arc::default();
+    let counting = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let replies = Arc::new(AtomicU64::new(0));
+    let wrong = Arc::new(AtomicU64::new(0));
+    let latencies: Arc<std::sync::Mutex<Vec<u32>>> = Arc::default();
+    let slots = Arc::new(tokio::sync::Semaphore::new(a.window * a.queues));
+
+    // Replies: match by correlation id, record the round trip, free a window slot.
+    let rch = conn.create_channel().await.unwrap();
+    let mut consumer = rch
+        .basic_consume(
+            reply_q.clone(),
+            "driver".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    {
+        let (sent, counting, replies, wrong, latencies, slots) = (
+            sent.clone(),
+            counting.clone(),
+            replies.clone(),
+            wrong.clone(),
+            latencies.clone(),
+            slots.clone(),
+        );
+        tokio::spawn(async move {
+            while let Some(Ok(d)) = consumer.next().await {
+                let id = d
+                    .properties
+                    .correlation_id()
+                    .as_ref()
+                    .and_then(|c| c.as_str().parse::<u64>().ok());
+                let at = id.and_then(|id| sent.lock().unwrap().remove(&id));
+                match at {
+                    Some(t) if d.data.starts_with(b"<quote>") => {
+                        if counting.load(Ordering::Relaxed) {
+                            replies.fetch_add(1, Ordering::Relaxed);
+                            latencies
+                                .lock()
+                                .unwrap()
+                                .push(t.elapsed().as_micros() as u32);
+                        }
+                    }
+                    _ => {
+                        wrong.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                slots.add_permits(1);
+            }
+        });
+    }
+
+    // Requests: one publisher per connection share, spread over the queues.
+    let next = Arc::new(AtomicU64::new(0));
+    let mut publishers = Vec::new();
+    for p in 0..a.connections.max(1) {
+        let ch = conn.create_channel().await.unwrap();
+        let (sent, done, slots, next, reply_q) = (
+            sent.clone(),
+            done.clone(),
+            slots.clone(),
+            next.clone(),
+            reply_q.clone(),
+        );
+        let queues: Vec<String> = (0..a.queues).map(|i| queue(a, i)).collect();
+        let size = a.size;
+        let step = a.connections.max(1);
+        publishers.push(tokio::spawn(async move {
+            let mut k = p;
+            while !done.load(Ordering::Relaxed) {
+                let Ok(permit) = slots.acquire().await else {
+                    break;
+                };
+                permit.forget();
+                let id = next.fetch_add(1, Ordering::Relaxed);
+                let q = &queues[k % queues.len()];
+                k += step;
+                sent.lock().unwrap().insert(id, Instant::now());
+                let props = BasicProperties::default()
+                    .with_reply_to(reply_q.clone())
+                    .with_message_id(id.to_string().into());
+                if ch
+                    .basic_publish(
+                        "".into(),
+                        q.as_str().into(),
+                        BasicPublishOptions::default(),
+                        &request_body(id, size),
+                        props,
+                    )
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(a.warmup)).await;
+    counting.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(a.seconds)).await;
+    counting.store(false, Ordering::Relaxed);
+    let elapsed = t0.elapsed().as_secs_f64();
+    done.store(true, Ordering::Relaxed);
+    slots.close();
+    let n = replies.load(Ordering::Relaxed);
+    let mut l = latencies.lock().unwrap().clone();
+    l.sort_unstable();
+    let pct = |p: f64| {
+        if l.is_empty() {
+            0.0
+        } else {
+            l[((l.len() as f64 * p) as usize).min(l.len() - 1)] as f64 / 1000.0
+        }
+    };
+    println!(
+        "{{\"tps\": {:.1}, \"replies\": {n}, \"wrong\": {}, \"p50_ms\": {:.2}, \"p95_ms\": {:.2}, \"p99_ms\": {:.2}, \"elapsed_s\": {:.2}, \"since_start_s\": {:.1}}}",
+        n as f64 / elapsed,
+        wrong.load(Ordering::Relaxed),
+        pct(0.50),
+        pct(0.95),
+        pct(0.99),
+        elapsed,
+        start.elapsed().as_secs_f64()
+    );
+}
