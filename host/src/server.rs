@@ -80,7 +80,7 @@ pub struct Running {
     /// Keeps the file watcher alive.
     _watcher: Option<crate::watch::WatchHandle>,
     /// Message-queue virtual services, when the root has MQ mappings.
-    mq: Option<crate::mq::runtime::MqRuntime>,
+    mq: Arc<crate::mq::MqService>,
 }
 
 /// The parts of a [`LoadReport`] worth keeping after start.
@@ -116,9 +116,7 @@ impl Running {
         for t in self.tasks {
             let _ = t.await;
         }
-        if let Some(mq) = self.mq {
-            mq.shutdown().await;
-        }
+        self.mq.shutdown().await;
     }
 
     pub fn stopper(&self) -> watch::Sender<bool> {
@@ -156,13 +154,16 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let engine = Arc::new(Engine::new(Vec::new()));
     let store = Arc::new(Store::new(&opts.root_dir, engine.clone()));
     store.install_initial(report);
+    let metrics = Arc::new(Metrics::default());
+    let mq = crate::mq::MqService::start(&opts.root_dir, mq_load, &metrics)?;
     // Start watching in the background while the listeners come up (setting up the
     // watches on a large tree takes tens of milliseconds); `start` returns only once
     // it is in place, and a rescan then catches what changed on disk in between.
     let watcher = opts.watch.then(|| {
         let store = store.clone();
+        let mq = mq.clone();
         let root = opts.root_dir.clone();
-        tokio::task::spawn_blocking(move || match crate::watch::spawn(store.clone()) {
+        tokio::task::spawn_blocking(move || match crate::watch::spawn(store.clone(), mq) {
             Ok(w) => {
                 store.rescan(false);
                 Some(w)
@@ -178,7 +179,6 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     });
     let (stop, stop_rx) = watch::channel(false);
     let journal = Arc::new(Journal::new(opts.journal_entries));
-    let metrics = Arc::new(Metrics::default());
     let proxy = ProxyClient::new(opts.proxy_timeout);
     let admin = Arc::new(Admin {
         store: store.clone(),
@@ -188,6 +188,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         token: opts.admin_token.clone(),
         started: std::time::Instant::now(),
         recorder: Default::default(),
+        mq: Some(mq.clone()),
     });
     let services = Arc::new(Services {
         engine: engine.clone(),
@@ -253,7 +254,6 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         Some(task) => task.await.context("starting the file watcher")?,
         None => None,
     };
-    let mq = crate::mq::start(mq_load, &metrics)?;
     Ok(Running {
         http_addr,
         https_addr,

@@ -8,7 +8,9 @@
 //! - changes to `*.json` files under `mappings/` reload just those files;
 //! - a new, removed or renamed directory, or an overflowed event queue, rescans
 //!   `mappings/` for added and removed files (unchanged files are not parsed again);
-//! - a body file under `__files/` re-reads every mapping file, since any may use it.
+//! - a body file under `__files/` re-reads every mapping file, since any may use it;
+//! - `mq-connections.json` or a file under `mq-mappings/` (or a body file) reloads
+//!   the MQ side ([`MqService::reload`]).
 //!
 //! Editors that write a temporary file and rename it over the original produce a
 //! rename event naming the original, which is all that is needed.
@@ -20,6 +22,7 @@ use std::time::Duration;
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::mq::MqService;
 use crate::store::Store;
 
 const QUIET: Duration = Duration::from_millis(40);
@@ -48,7 +51,7 @@ enum Change {
 }
 
 /// Starts watching `store.root()`. Must run inside a tokio runtime.
-pub fn spawn(store: Arc<Store>) -> notify::Result<WatchHandle> {
+pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandle> {
     let (tx, mut rx) = mpsc::unbounded_channel::<notify::Result<notify::Event>>();
     let mut watcher = notify::recommended_watcher(move |ev| {
         let _ = tx.send(ev);
@@ -70,7 +73,11 @@ pub fn spawn(store: Arc<Store>) -> notify::Result<WatchHandle> {
                     _ => break,
                 }
             }
-            let Some(change) = classify(&root, batch) else {
+            let (change, mq_changed) = classify(&root, batch);
+            if mq_changed || matches!(change, Some(Change::Everything)) {
+                mq.reload().await;
+            }
+            let Some(change) = change else {
                 continue;
             };
             let store = store.clone();
@@ -97,7 +104,14 @@ pub fn spawn(store: Arc<Store>) -> notify::Result<WatchHandle> {
     })
 }
 
-fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> Option<Change> {
+/// What a batch of events changed for HTTP mappings, and whether MQ files changed.
+fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> (Option<Change>, bool) {
+    let mq_paths: Vec<PathBuf> = crate::mq::config::CONNECTION_FILES
+        .iter()
+        .chain(crate::mq::config::MAPPING_DIRS.iter())
+        .map(|p| root.join(p))
+        .collect();
+    let mut mq_changed = false;
     let mappings = root.join("mappings");
     let files = root.join("__files");
     let mut changed = Vec::new();
@@ -106,16 +120,21 @@ fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> Option<Ch
     for ev in batch {
         let Ok(ev) = ev else {
             rescan = true;
+            mq_changed = true;
             continue;
         };
         if ev.need_rescan() {
+            // Events were lost: anything may have changed, the MQ files too.
             rescan = true;
+            mq_changed = true;
         }
         if matches!(ev.kind, EventKind::Access(_)) {
             continue;
         }
         for path in &ev.paths {
-            if path.starts_with(&files) {
+            if mq_paths.iter().any(|p| path.starts_with(p)) {
+                mq_changed = true;
+            } else if path.starts_with(&files) {
                 everything = true;
             } else if let Ok(rel) = path.strip_prefix(root)
                 && path.starts_with(&mappings)
@@ -137,12 +156,15 @@ fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> Option<Ch
         }
     }
     if everything {
-        return Some(Change::Everything);
+        return (Some(Change::Everything), mq_changed);
     }
     if rescan {
-        return Some(Change::Rescan);
+        return (Some(Change::Rescan), mq_changed);
     }
     changed.sort();
     changed.dedup();
-    (!changed.is_empty()).then_some(Change::Files(changed))
+    (
+        (!changed.is_empty()).then_some(Change::Files(changed)),
+        mq_changed,
+    )
 }

@@ -255,3 +255,80 @@ async fn the_service_keeps_answering_after_the_broker_drops_every_connection() {
             .unwrap();
     }
 }
+
+#[tokio::test]
+async fn an_edited_mq_mapping_is_served_without_a_restart_and_a_broken_one_keeps_the_last_good() {
+    let (_conn, ch) = channel().await;
+    let (req_q, reply_q, lost_q) = (unique("req"), unique("reply"), unique("unmatched"));
+    for q in [&req_q, &reply_q, &lost_q] {
+        declare(&ch, q).await;
+    }
+    let dir = root(&req_q, &lost_q);
+    let server = common::serve(dir.path()).await;
+    let mapping = |text: &str| {
+        json!({"connectionId": "rabbit",
+               "request": {"destination": {"name": req_q, "type": "QUEUE"}},
+               "response": {"text": text}})
+        .to_string()
+    };
+    let file = dir.path().join("mq-mappings/quote.json");
+    // Ask until the answer is `want` (the reload takes a moment), for up to 10 s.
+    let answer_becomes = |want: &'static str| {
+        let (ch, req_q, reply_q) = (ch.clone(), req_q.clone(), reply_q.clone());
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let props = BasicProperties::default().with_reply_to(reply_q.clone().into());
+                publish(
+                    &ch,
+                    &req_q,
+                    "<quoteRequest><symbol>ACME</symbol></quoteRequest>",
+                    props,
+                )
+                .await;
+                let got = get(&ch, &reply_q, Duration::from_secs(5))
+                    .await
+                    .map(|(b, _)| b);
+                if got.as_deref() == Some(want) || tokio::time::Instant::now() > deadline {
+                    return got;
+                }
+            }
+        }
+    };
+    std::fs::write(&file, mapping("version two")).unwrap();
+    assert_eq!(
+        answer_becomes("version two").await.as_deref(),
+        Some("version two")
+    );
+
+    // A broken edit: reported, and the running mapping keeps answering.
+    std::fs::write(
+        &file,
+        r#"{"request": {"destination": {"name": "Q", "type": "BOGUS"}}}"#,
+    )
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let problems = loop {
+        let p = common::get(server.http_addr, "/__admin/problems")
+            .await
+            .body;
+        if p.contains("BOGUS") || tokio::time::Instant::now() > deadline {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        problems.contains("mq-mappings/quote.json: mapping #0: request.destination.type: \\\"BOGUS\\\": expected QUEUE or TOPIC"),
+        "{problems}"
+    );
+    assert_eq!(
+        answer_becomes("version two").await.as_deref(),
+        Some("version two")
+    );
+    server.shutdown().await;
+    for q in [&req_q, &reply_q, &lost_q] {
+        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
+}

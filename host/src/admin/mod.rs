@@ -39,6 +39,8 @@ pub struct Admin {
     pub token: Option<String>,
     pub started: Instant,
     pub recorder: record::Recorder,
+    /// The MQ side, whose file problems `/__admin/problems` lists too.
+    pub mq: Option<Arc<crate::mq::MqService>>,
 }
 
 /// An admin answer.
@@ -299,7 +301,12 @@ impl Admin {
             }
             ("GET", ["metrics"]) => self.metrics_reply(),
             ("GET", ["problems"]) => {
-                let (problems, warnings) = self.store.problems();
+                let (mut problems, mut warnings) = self.store.problems();
+                if let Some(mq) = &self.mq {
+                    let (p, w) = mq.problems();
+                    problems.extend(p);
+                    warnings.extend(w);
+                }
                 AdminReply::json(200, json!({
                     "problems": problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
                     "warnings": warnings.iter().map(|p| p.to_string()).collect::<Vec<_>>(),

@@ -15,52 +15,142 @@ pub mod memory;
 pub mod runtime;
 pub mod transport;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use anyhow::bail;
 
+use crate::mapping::load::Problem;
 use crate::metrics::{MappingStats, Metrics};
 use config::{ConnectionKind, MqLoad};
 use runtime::MqRuntime;
 use transport::Broker;
 
-/// Starts serving the MQ mappings of `load`; `Ok(None)` when there are none.
-/// Brokers that cannot be reached yet are retried in the background, so an HTTP
-/// mock still starts while RabbitMQ is restarting.
-pub fn start(load: MqLoad, metrics: &Arc<Metrics>) -> anyhow::Result<Option<MqRuntime>> {
-    if load.mappings.is_empty() {
-        return Ok(None);
+/// The MQ side of a server: the running runtime, and what reloading needs.
+///
+/// A reload (the watcher saw `mq-connections.json` or `mq-mappings/` change) reads the
+/// files again. When they have problems, the running mappings stay live and the
+/// problems are kept for `/__admin/problems`, as for HTTP files. Otherwise a new
+/// runtime starts, then the old one stops receiving and sends what it had in flight,
+/// so no request is lost across the switch (each is answered by the old mappings or
+/// the new ones). Per-mapping counters carry over by mapping id.
+#[derive(Debug)]
+pub struct MqService {
+    root: PathBuf,
+    metrics: Arc<Metrics>,
+    running: Mutex<Option<MqRuntime>>,
+    stats: Mutex<HashMap<Arc<str>, Arc<MappingStats>>>,
+    problems: Mutex<(Vec<Problem>, Vec<Problem>)>,
+}
+
+impl MqService {
+    /// Starts serving `load` (already read from `root`). Brokers that cannot be
+    /// reached yet are retried in the background, so an HTTP mock still starts
+    /// while RabbitMQ is restarting.
+    pub fn start(
+        root: &Path,
+        load: MqLoad,
+        metrics: &Arc<Metrics>,
+    ) -> anyhow::Result<Arc<MqService>> {
+        let service = Arc::new(MqService {
+            root: root.to_path_buf(),
+            metrics: metrics.clone(),
+            running: Mutex::new(None),
+            stats: Mutex::new(HashMap::new()),
+            problems: Mutex::new((load.problems.clone(), load.warnings.clone())),
+        });
+        let runtime = service.runtime_for(load)?;
+        *lock(&service.running) = runtime;
+        Ok(service)
     }
-    let mut brokers: Vec<Arc<dyn Broker>> = Vec::new();
-    for c in &load.connections {
-        match &c.kind {
-            ConnectionKind::Amqp(a) => brokers.push(Arc::new(amqp::AmqpBroker::new(a.clone()))),
-            ConnectionKind::IbmMq(_) => bail!(
-                "connection {:?} is an IBM MQ connection, which this build cannot serve yet; \
-                 remove its mappings or serve them with an AMQP connection",
-                c.id
-            ),
+
+    fn runtime_for(&self, load: MqLoad) -> anyhow::Result<Option<MqRuntime>> {
+        if load.mappings.is_empty() {
+            self.metrics.set_mq_mappings(Vec::new());
+            return Ok(None);
+        }
+        let mut brokers: Vec<Arc<dyn Broker>> = Vec::new();
+        for c in &load.connections {
+            match &c.kind {
+                ConnectionKind::Amqp(a) => brokers.push(Arc::new(amqp::AmqpBroker::new(a.clone()))),
+                ConnectionKind::IbmMq(_) => bail!(
+                    "connection {:?} is an IBM MQ connection, which this build cannot serve yet; \
+                     remove its mappings or serve them with an AMQP connection",
+                    c.id
+                ),
+            }
+        }
+        let mappings: Vec<(Arc<config::MqMapping>, Arc<MappingStats>)> = {
+            let mut stats = lock(&self.stats);
+            load.mappings
+                .into_iter()
+                .map(|m| {
+                    let s = stats.entry(m.id.clone()).or_default().clone();
+                    (Arc::new(m), s)
+                })
+                .collect()
+        };
+        self.metrics.set_mq_mappings(
+            mappings
+                .iter()
+                .map(|(m, s)| (m.id.clone(), m.name.clone(), s.clone()))
+                .collect(),
+        );
+        let metrics = self.metrics.clone();
+        Ok(Some(MqRuntime::start(
+            &load.connections,
+            brokers,
+            mappings,
+            move |c| match c.kind {
+                ConnectionKind::Amqp(_) => metrics.amqp.clone(),
+                ConnectionKind::IbmMq(_) => metrics.ibm_mq.clone(),
+            },
+        )))
+    }
+
+    /// Re-reads the MQ files and switches to them when they are clean.
+    pub async fn reload(&self) {
+        let root = self.root.clone();
+        let Ok(load) = tokio::task::spawn_blocking(move || config::load(&root)).await else {
+            return;
+        };
+        *lock(&self.problems) = (load.problems.clone(), load.warnings.clone());
+        if !load.problems.is_empty() {
+            for p in &load.problems {
+                tracing::warn!("{p} (the running MQ mappings stay live)");
+            }
+            return;
+        }
+        let count = load.mappings.len();
+        let new = match self.runtime_for(load) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("MQ mappings not reloaded: {e}");
+                return;
+            }
+        };
+        let old = std::mem::replace(&mut *lock(&self.running), new);
+        if let Some(old) = old {
+            old.shutdown().await;
+        }
+        tracing::info!("MQ mappings reloaded: {count} live");
+    }
+
+    /// Current problems and warnings of the MQ files.
+    pub fn problems(&self) -> (Vec<Problem>, Vec<Problem>) {
+        lock(&self.problems).clone()
+    }
+
+    /// Stops receiving and sends the replies in flight.
+    pub async fn shutdown(&self) {
+        let running = lock(&self.running).take();
+        if let Some(r) = running {
+            r.shutdown().await;
         }
     }
-    let mappings: Vec<(Arc<config::MqMapping>, Arc<MappingStats>)> = load
-        .mappings
-        .into_iter()
-        .map(|m| (Arc::new(m), Arc::new(MappingStats::default())))
-        .collect();
-    metrics.set_mq_mappings(
-        mappings
-            .iter()
-            .map(|(m, s)| (m.id.clone(), m.name.clone(), s.clone()))
-            .collect(),
-    );
-    let metrics = metrics.clone();
-    Ok(Some(MqRuntime::start(
-        &load.connections,
-        brokers,
-        mappings,
-        move |c| match c.kind {
-            ConnectionKind::Amqp(_) => metrics.amqp.clone(),
-            ConnectionKind::IbmMq(_) => metrics.ibm_mq.clone(),
-        },
-    )))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
