@@ -271,3 +271,41 @@ fn record_forwards_to_the_target_and_writes_mappings_when_stopped() {
     assert!(answer.ends_with("hello"), "{answer}");
     replay.kill().unwrap();
 }
+
+#[test]
+fn validate_checks_mq_files_with_the_file_mapping_field_and_reason() {
+    let dir = root(&[
+        ("mappings/good.json", GOOD),
+        (
+            "mq-connections.json",
+            r#"[{"connectionId": "rabbit", "connectionData": {"type": "amqp", "uri": "amqp://guest:guest@127.0.0.1:5672/%2f"}}]"#,
+        ),
+        (
+            "mq-mappings/ok.json",
+            r#"{"request": {"destination": {"name": "Q1", "type": "QUEUE"}}, "response": {"text": "ok"}}"#,
+        ),
+        (
+            "mq-mappings/bad.json",
+            r#"{"mappingId": "m-2", "connectionId": "nope", "request": {"destination": {"name": "Q2"}, "bodyMatcher": {"equalsTo": "x"}}}"#,
+        ),
+    ]);
+    let out = decoy()
+        .args(["validate", "--root-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("error: mq-mappings/bad.json: mapping #0 (id m-2): connectionId: \"nope\" is not a connection in mq-connections.json (known: rabbit)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("error: mq-mappings/bad.json: mapping #0 (id m-2): request.bodyMatcher.equalsTo: unknown operator"),
+        "{text}"
+    );
+    assert!(
+        text.contains("MQ: 1 connection(s), 1 mapping(s) valid, 1 rejected"),
+        "{text}"
+    );
+}
