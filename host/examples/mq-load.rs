@@ -13,8 +13,9 @@
 //! JSON line: transactions per second and round-trip latency percentiles, counted
 //! over `--seconds` after a `--warmup`. `respond` is what a hand-written service on
 //! `lapin` would do, with nothing decoy adds (no files, no matching, no metrics): it
-//! consumes every request queue, waits `--delay-ms`, puts a fixed reply with a
-//! publisher confirm and acknowledges the request, as decoy does: the ceiling.
+//! consumes every request queue, waits `--delay-ms`, puts a fixed reply, and
+//! acknowledges the request once the reply's publisher confirm arrives (up to 64
+//! confirms awaited at once per queue), as decoy does: the ceiling.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
@@ -184,30 +185,38 @@ async fn respond(a: &Args) {
             }
         }));
         let body = reply_body.clone();
+        let tx = Arc::new(tx);
+        // Up to 64 replies per queue waiting for their confirms, as decoy's senders.
+        let window = Arc::new(tokio::sync::Semaphore::new(64));
         tasks.push(tokio::spawn(async move {
             while let Some(d) = pending.recv().await {
-                let Some(reply_to) = d.properties.reply_to().clone() else {
-                    let _ = d.ack(BasicAckOptions::default()).await;
-                    continue;
-                };
-                let mut props = BasicProperties::default();
-                if let Some(id) = d.properties.message_id().clone() {
-                    props = props.with_correlation_id(id);
-                }
-                let confirm = tx
-                    .basic_publish(
-                        "".into(),
-                        reply_to,
-                        BasicPublishOptions::default(),
-                        &body,
-                        props,
-                    )
-                    .await
-                    .unwrap()
-                    .await
-                    .unwrap();
-                assert!(confirm.is_ack());
-                d.ack(BasicAckOptions::default()).await.unwrap();
+                let permit = window.clone().acquire_owned().await.unwrap();
+                let (tx, body) = (tx.clone(), body.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let Some(reply_to) = d.properties.reply_to().clone() else {
+                        let _ = d.ack(BasicAckOptions::default()).await;
+                        return;
+                    };
+                    let mut props = BasicProperties::default();
+                    if let Some(id) = d.properties.message_id().clone() {
+                        props = props.with_correlation_id(id);
+                    }
+                    let confirm = tx
+                        .basic_publish(
+                            "".into(),
+                            reply_to,
+                            BasicPublishOptions::default(),
+                            &body,
+                            props,
+                        )
+                        .await
+                        .unwrap()
+                        .await
+                        .unwrap();
+                    assert!(confirm.is_ack());
+                    d.ack(BasicAckOptions::default()).await.unwrap();
+                });
             }
         }));
     }

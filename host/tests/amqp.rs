@@ -37,14 +37,27 @@ fn unique(what: &str) -> String {
     format!("decoy-test.{what}.{}", uuid::Uuid::new_v4().simple())
 }
 
-async fn declare(ch: &Channel, q: &str) {
-    ch.queue_declare(
-        q.into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+/// Fresh request, reply and unmatched queues for one test.
+async fn queues(ch: &Channel) -> [String; 3] {
+    let names = [unique("req"), unique("reply"), unique("unmatched")];
+    for q in &names {
+        ch.queue_declare(
+            q.as_str().into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    }
+    names
+}
+
+async fn drop_queues(ch: &Channel, names: &[String]) {
+    for q in names {
+        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
 }
 
 async fn publish(ch: &Channel, q: &str, body: &str, props: BasicProperties) {
@@ -114,10 +127,7 @@ fn root(request_q: &str, unmatched_q: &str) -> tempfile::TempDir {
 #[tokio::test]
 async fn a_request_on_rabbitmq_gets_its_mapped_reply_on_its_reply_to_queue() {
     let (_conn, ch) = channel().await;
-    let (req_q, reply_q, lost_q) = (unique("req"), unique("reply"), unique("unmatched"));
-    for q in [&req_q, &reply_q, &lost_q] {
-        declare(&ch, q).await;
-    }
+    let [req_q, reply_q, lost_q] = queues(&ch).await;
     let dir = root(&req_q, &lost_q);
     let server = common::serve(dir.path()).await;
     assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
@@ -189,11 +199,7 @@ async fn a_request_on_rabbitmq_gets_its_mapped_reply_on_its_reply_to_queue() {
     server.shutdown().await;
     // Nothing left unacknowledged on the request queue.
     assert!(get(&ch, &req_q, Duration::from_millis(300)).await.is_none());
-    for q in [&req_q, &reply_q, &lost_q] {
-        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-            .await
-            .unwrap();
-    }
+    drop_queues(&ch, &[req_q, reply_q, lost_q]).await;
 }
 
 #[tokio::test]
@@ -206,10 +212,7 @@ async fn the_service_keeps_answering_after_the_broker_drops_every_connection() {
         return;
     }
     let (_conn, ch) = channel().await;
-    let (req_q, reply_q, lost_q) = (unique("req"), unique("reply"), unique("unmatched"));
-    for q in [&req_q, &reply_q, &lost_q] {
-        declare(&ch, q).await;
-    }
+    let [req_q, reply_q, lost_q] = queues(&ch).await;
     let dir = root(&req_q, &lost_q);
     let server = common::serve(dir.path()).await;
     let ask = |n: u32| {
@@ -249,20 +252,13 @@ async fn the_service_keeps_answering_after_the_broker_drops_every_connection() {
         .expect("answered after reconnecting");
     assert_eq!(p.correlation_id().as_ref().map(|c| c.as_str()), Some("m-2"));
     server.shutdown().await;
-    for q in [&req_q, &reply_q, &lost_q] {
-        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-            .await
-            .unwrap();
-    }
+    drop_queues(&ch, &[req_q, reply_q, lost_q]).await;
 }
 
 #[tokio::test]
 async fn an_edited_mq_mapping_is_served_without_a_restart_and_a_broken_one_keeps_the_last_good() {
     let (_conn, ch) = channel().await;
-    let (req_q, reply_q, lost_q) = (unique("req"), unique("reply"), unique("unmatched"));
-    for q in [&req_q, &reply_q, &lost_q] {
-        declare(&ch, q).await;
-    }
+    let [req_q, reply_q, lost_q] = queues(&ch).await;
     let dir = root(&req_q, &lost_q);
     let server = common::serve(dir.path()).await;
     let mapping = |text: &str| {
@@ -326,9 +322,5 @@ async fn an_edited_mq_mapping_is_served_without_a_restart_and_a_broken_one_keeps
         Some("version two")
     );
     server.shutdown().await;
-    for q in [&req_q, &reply_q, &lost_q] {
-        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-            .await
-            .unwrap();
-    }
+    drop_queues(&ch, &[req_q, reply_q, lost_q]).await;
 }

@@ -63,6 +63,20 @@ fn header_object<'a>(headers: impl Iterator<Item = (&'a str, String)>) -> Value 
     Value::Object(out)
 }
 
+/// WireMock's `{"name": {"key": "name", "values": [...]}}` for query and form fields.
+fn key_values(pairs: &[(String, String)]) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in pairs {
+        let entry = out
+            .entry(k.clone())
+            .or_insert_with(|| json!({"key": k, "values": []}));
+        if let Some(Value::Array(values)) = entry.get_mut("values") {
+            values.push(Value::String(v.clone()));
+        }
+    }
+    out
+}
+
 /// WireMock's `LoggedRequest`.
 pub fn logged_request(
     req: &RequestSnapshot,
@@ -84,29 +98,15 @@ pub fn logged_request(
         .iter()
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect();
-    let mut query = Map::new();
-    for (k, v) in req.query() {
-        let entry = query
-            .entry(k.clone())
-            .or_insert_with(|| json!({"key": k, "values": []}));
-        if let Some(Value::Array(values)) = entry.get_mut("values") {
-            values.push(Value::String(v.clone()));
-        }
-    }
+    let query = key_values(req.query());
     let is_form = req
         .header("content-type")
         .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
-    let mut form = Map::new();
-    if is_form {
-        for (k, v) in req.form() {
-            let entry = form
-                .entry(k.clone())
-                .or_insert_with(|| json!({"key": k, "values": []}));
-            if let Some(Value::Array(values)) = entry.get_mut("values") {
-                values.push(Value::String(v.clone()));
-            }
-        }
-    }
+    let form = if is_form {
+        key_values(req.form())
+    } else {
+        Map::new()
+    };
     json!({
         "url": req.url,
         "absoluteUrl": format!("{}://{}:{}{}", req.scheme, host, port, req.url),

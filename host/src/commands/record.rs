@@ -8,7 +8,7 @@ use clap::Args;
 use decoy::server::start;
 use serde_json::json;
 
-use super::serve::{ServeArgs, announce, decoy_logging, wait_for_signal};
+use super::serve::{ServeArgs, announce, decoy_logging, runtime, wait_for_signal};
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -53,11 +53,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("recording reads the request journal: drop --no-request-journal");
     }
     opts.journal_entries = opts.journal_entries.max(100_000);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async move {
+    runtime()?.block_on(async move {
         let running = start(opts).await?;
         let admin = running.admin.clone();
         admin

@@ -117,11 +117,7 @@ impl ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     decoy_logging(args.verbose);
     let opts = args.options();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async move {
+    runtime()?.block_on(async move {
         let running = start(opts).await?;
         announce(&running);
         let stop = running.stopper();
@@ -133,6 +129,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         running.wait().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The multi-threaded tokio runtime every serving command runs on.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// Prints load problems and the ready line (which tests and scripts wait for).

@@ -134,6 +134,20 @@ pub struct MqResponse {
     pub delay_distribution: Option<DelayDistribution>,
 }
 
+impl Default for MqResponse {
+    /// An empty text reply to the request's reply-to queue, at once.
+    fn default() -> Self {
+        MqResponse {
+            destination: None,
+            body: Bytes::new(),
+            format: "MQSTR".into(),
+            properties: Vec::new(),
+            fixed_delay: Duration::ZERO,
+            delay_distribution: None,
+        }
+    }
+}
+
 impl MqResponse {
     pub fn delay(&self) -> Duration {
         self.fixed_delay
@@ -720,14 +734,7 @@ fn parse_mapping(
         },
     }
     let response = match obj.get("response") {
-        None => Some(MqResponse {
-            destination: None,
-            body: Bytes::new(),
-            format: "MQSTR".into(),
-            properties: Vec::new(),
-            fixed_delay: Duration::ZERO,
-            delay_distribution: None,
-        }),
+        None => Some(MqResponse::default()),
         Some(r) => parse_response(r, files_dir, warnings)
             .map_err(|e| errors.extend(e))
             .ok(),
@@ -808,14 +815,7 @@ fn parse_response(
         warnings,
     );
     let mut errors = Vec::new();
-    let mut out = MqResponse {
-        destination: None,
-        body: Bytes::new(),
-        format: "MQSTR".into(),
-        properties: Vec::new(),
-        fixed_delay: Duration::ZERO,
-        delay_distribution: None,
-    };
+    let mut out = MqResponse::default();
     let mut check = |r: FieldResult<()>| {
         if let Err(e) = r {
             errors.push(e);

@@ -6,7 +6,8 @@
 //! message against the queue's mappings in priority order and hands the reply to a
 //! sender over a bounded channel, so slow puts push back on receiving (and the
 //! broker's prefetch limit then holds further messages). A delayed reply waits on a
-//! timer, not a thread.
+//! timer, not a thread. A sender keeps up to 64 replies waiting for their confirms at
+//! once, so a broker round trip does not cap a queue's throughput.
 //!
 //! Delivery is at-least-once: a request is acknowledged only after its reply was
 //! confirmed by the broker. A failed put puts the request back; a lost connection is
@@ -15,19 +16,21 @@
 //! queue (through the same confirmed path) or is rejected, never dropped.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
-use super::transport::{Broker, Delivery, Message, Settle};
+use super::transport::{Broker, Delivery, Message, Sender, Settle};
 use crate::matching::pattern::Actual;
 use crate::metrics::{MappingStats, TransportMetrics};
 
 /// Replies waiting for a sender, per sender.
 const HANDOFF: usize = 256;
+/// Replies one sender has put and not yet seen confirmed.
+const IN_FLIGHT: usize = 64;
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown waits for in-flight replies.
@@ -340,17 +343,24 @@ async fn send_loop(
     mut jobs: mpsc::Receiver<Job>,
 ) {
     let mut backoff = BACKOFF_START;
-    let mut sender = None;
+    let mut sender: Option<Arc<dyn Sender>> = None;
+    // Set by a reply whose put failed: reconnect before the next one.
+    let broken = Arc::new(AtomicBool::new(false));
+    let window = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut in_flight = JoinSet::new();
     while let Some(job) = jobs.recv().await {
+        if broken.swap(false, Ordering::Relaxed) {
+            sender = None;
+        }
         // (Re)connect before sending; a job waits for the broker, it is not dropped.
         let s = loop {
             if let Some(s) = &sender {
-                break s;
+                break s.clone();
             }
             match broker.sender(index).await {
                 Ok(s) => {
                     backoff = BACKOFF_START;
-                    sender = Some(s);
+                    sender = Some(Arc::from(s));
                 }
                 Err(e) => {
                     tracing::warn!(
@@ -362,29 +372,46 @@ async fn send_loop(
                 }
             }
         };
-        match s.send(&job.to, job.reply).await {
-            Ok(()) => {
-                if let Err(e) = job.delivery.settle(Settle::Ack).await {
-                    // The reply went out but the ack did not: the request will be
-                    // redelivered and answered again (at-least-once).
-                    tracing::warn!("could not acknowledge a request on {}: {e}", q.queue);
-                }
-                if let Some(stats) = &job.stats {
-                    stats.served.fetch_add(1, Ordering::Relaxed);
-                    q.metrics.count(true);
-                    q.metrics
-                        .observe(job.read_at.elapsed().saturating_sub(job.delay));
-                }
+        // Up to IN_FLIGHT replies wait for their confirms at once; each request is
+        // acknowledged when its own reply is confirmed.
+        let Ok(permit) = window.clone().acquire_owned().await else {
+            break;
+        };
+        while in_flight.try_join_next().is_some() {}
+        let (q, broken) = (q.clone(), broken.clone());
+        in_flight.spawn(async move {
+            let _permit = permit;
+            deliver(&*s, &q, job, &broken).await;
+        });
+    }
+    // Shutdown: the replies already sent still get their confirms and acks.
+    while in_flight.join_next().await.is_some() {}
+}
+
+/// Puts one reply, then settles its request.
+async fn deliver(s: &dyn Sender, q: &QueueService, job: Job, broken: &AtomicBool) {
+    match s.send(&job.to, job.reply).await {
+        Ok(()) => {
+            if let Err(e) = job.delivery.settle(Settle::Ack).await {
+                // The reply went out but the ack did not: the request will be
+                // redelivered and answered again (at-least-once).
+                tracing::warn!("could not acknowledge a request on {}: {e}", q.queue);
             }
-            Err(e) => {
-                tracing::warn!(
-                    "could not put a reply on {}: {e}; the request goes back to {}",
-                    job.to,
-                    q.queue
-                );
-                let _ = job.delivery.settle(Settle::Requeue).await;
-                sender = None;
+            if let Some(stats) = &job.stats {
+                stats.served.fetch_add(1, Ordering::Relaxed);
+                q.metrics.count(true);
+                q.metrics
+                    .observe(job.read_at.elapsed().saturating_sub(job.delay));
             }
+        }
+        Err(e) => {
+            tracing::warn!(
+                "could not put a reply on {}: {e}; the request goes back to {}",
+                job.to,
+                q.queue
+            );
+            let _ = job.delivery.settle(Settle::Requeue).await;
+            broken.store(true, Ordering::Relaxed);
         }
     }
 }
