@@ -14,7 +14,7 @@
 //! over `--seconds` after a `--warmup`. `respond` is what a hand-written service on
 //! `lapin` would do, with nothing decoy adds (no files, no matching, no metrics): it
 //! consumes every request queue, waits `--delay-ms`, puts a fixed reply, and
-//! acknowledges the request once the reply's publisher confirm arrives (up to 64
+//! acknowledges the request once the reply's publisher confirm arrives (up to 8
 //! confirms awaited at once per queue), as decoy does: the ceiling.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -186,8 +186,8 @@ async fn respond(a: &Args) {
         }));
         let body = reply_body.clone();
         let tx = Arc::new(tx);
-        // Up to 64 replies per queue waiting for their confirms, as decoy's senders.
-        let window = Arc::new(tokio::sync::Semaphore::new(64));
+        // Up to 8 replies per queue waiting for their confirms, as decoy's senders.
+        let window = Arc::new(tokio::sync::Semaphore::new(8));
         tasks.push(tokio::spawn(async move {
             while let Some(d) = pending.recv().await {
                 let permit = window.clone().acquire_owned().await.unwrap();

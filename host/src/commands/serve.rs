@@ -188,7 +188,13 @@ pub async fn wait_for_signal() {
 }
 
 pub fn decoy_logging(verbose: bool) {
-    let default = if verbose { "info" } else { "warn" };
+    // lapin logs every message the broker returns (a reply to a queue that no
+    // longer exists) at WARN with its whole content; decoy says it in one line.
+    let default = if verbose {
+        "info,lapin::returned_messages=error"
+    } else {
+        "warn,lapin::returned_messages=error"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()

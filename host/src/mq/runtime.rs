@@ -6,7 +6,7 @@
 //! message against the queue's mappings in priority order and hands the reply to a
 //! sender over a bounded channel, so slow puts push back on receiving (and the
 //! broker's prefetch limit then holds further messages). A delayed reply waits on a
-//! timer, not a thread. A sender keeps up to 64 replies waiting for their confirms at
+//! timer, not a thread. A sender keeps up to 8 replies waiting for their confirms at
 //! once, so a broker round trip does not cap a queue's throughput.
 //!
 //! Delivery is at-least-once: a request is acknowledged only after its reply was
@@ -29,8 +29,10 @@ use crate::metrics::{MappingStats, TransportMetrics};
 
 /// Replies waiting for a sender, per sender.
 const HANDOFF: usize = 256;
-/// Replies one sender has put and not yet seen confirmed.
-const IN_FLIGHT: usize = 64;
+/// Replies one sender has put and not yet seen confirmed. Measured on RabbitMQ with
+/// lapin: 8 is several times the throughput of waiting for each confirm in turn,
+/// while 64 was slower than 8 (contention inside the client's confirm tracking).
+const IN_FLIGHT: usize = 8;
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown waits for in-flight replies.
