@@ -9,7 +9,9 @@
 //! A dropped connection is replaced on the next receiver or sender request (the
 //! runtime retries with backoff); RabbitMQ redelivers whatever was not acknowledged.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use tokio::sync::Mutex as AsyncMutex;
 
 use futures_util::StreamExt as _;
 use lapin::options::{
@@ -33,8 +35,11 @@ pub struct AmqpBroker {
     config: AmqpConfig,
     /// The URI without its password, for messages.
     shown: String,
-    read: Vec<Mutex<Option<Arc<Connection>>>>,
-    write: Vec<Mutex<Option<Arc<Connection>>>>,
+    /// A slot per pooled connection. The slot's async lock is held while connecting,
+    /// so receivers and senders starting together share the slot's one connection
+    /// instead of each opening their own (it guards a connect, never a message).
+    read: Vec<AsyncMutex<Option<Arc<Connection>>>>,
+    write: Vec<AsyncMutex<Option<Arc<Connection>>>>,
 }
 
 impl std::fmt::Debug for AmqpBroker {
@@ -59,7 +64,7 @@ fn without_password(uri: &str) -> String {
 
 impl AmqpBroker {
     pub fn new(config: AmqpConfig) -> AmqpBroker {
-        let slots = |n: usize| (0..n).map(|_| Mutex::new(None)).collect();
+        let slots = |n: usize| (0..n).map(|_| AsyncMutex::new(None)).collect();
         AmqpBroker {
             shown: without_password(&config.uri),
             read: slots(config.read_connections),
@@ -71,13 +76,12 @@ impl AmqpBroker {
     /// The pooled connection at `slot`, reconnecting when it was lost.
     async fn connection(
         &self,
-        pool: &[Mutex<Option<Arc<Connection>>>],
+        pool: &[AsyncMutex<Option<Arc<Connection>>>],
         index: usize,
     ) -> Result<Arc<Connection>, BrokerError> {
-        let slot = &pool[index % pool.len()];
-        let current = slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(c) = current.filter(|c| c.status().connected()) {
-            return Ok(c);
+        let mut slot = pool[index % pool.len()].lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| c.status().connected()) {
+            return Ok(c.clone());
         }
         let conn = Connection::connect(
             &self.config.uri,
@@ -86,7 +90,7 @@ impl AmqpBroker {
         .await
         .map_err(|e| err(&format!("cannot connect to {}", self.shown), e))?;
         let conn = Arc::new(conn);
-        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn.clone());
+        *slot = Some(conn.clone());
         Ok(conn)
     }
 }

@@ -131,8 +131,10 @@ impl MqService {
             }
         };
         let old = std::mem::replace(&mut *lock(&self.running), new);
+        // The old runtime drains in the background (delayed replies may take a
+        // while), so the watcher goes on with HTTP reloads meanwhile.
         if let Some(old) = old {
-            old.shutdown().await;
+            tokio::spawn(old.shutdown());
         }
         tracing::info!("MQ mappings reloaded: {count} live");
     }
