@@ -151,13 +151,14 @@ def render_mq(path, target):
         d, b = row["decoy"], row["bare"]
         rows.append(f"| {row['scenario']} | {fmt(d['tps'])} | {fmt(d['p95_ms'], 1)} / {fmt(d['p99_ms'], 1)} | "
                     f"{'≤ ' + fmt(d['processing_p99_ms'], 2) if d.get('processing_p99_ms') else 'n/a'} | {fmt(d.get('rss_mib'), 1)} | "
-                    f"{fmt(b['tps'])} | {fmt(b['p95_ms'], 1)} / {fmt(b['p99_ms'], 1)} | {fmt(row['ratio'], 2)}× | {d['wrong'] + b['wrong']} |")
+                    f"{fmt(b['tps'])} | {fmt(b['p95_ms'], 1)} / {fmt(b['p99_ms'], 1)} | {fmt(b.get('rss_mib'), 1)} | {fmt(row['ratio'], 2)}× | {d['wrong'] + b['wrong']} |")
         targets.append(target(f"decoy vs bare responder: {row['scenario']}", fmt(row["ratio"], 2) + "×", "≥ 0.8×",
                               (row["ratio"] or 0) >= 0.8))
     return f"""## Message queues (issue 5)
 
-Measured by `bench/mq.py` in the same run, against this machine's RabbitMQ, {data['seconds']} s
-per figure after 3 s of warm-up. The load driver (`host/examples/mq-load.rs`) keeps a window
+Measured by `bench/mq.py` (which `bench/run.sh` runs first), against this machine's
+RabbitMQ, {data['seconds']} s per figure after 3 s of warm-up, decoy and the bare responder
+one after the other on the same queues. The load driver (`host/examples/mq-load.rs`) keeps a window
 of requests in flight per queue (50 with the delay, 10 without, 200 on one queue), each
 490 bytes with a reply-to queue and a message id; it runs on the same two cores as decoy
 and RabbitMQ. "bare" is a responder written directly on lapin (no files, no matching, no
@@ -166,8 +167,8 @@ does), the ceiling on this broker. Round-trip latency includes the configured de
 decoy's processing latency (request read to reply confirmed, delay excluded) is the
 bucket bound of its own histogram.
 
-| scenario | decoy t/s | decoy p95 / p99 ms | decoy processing p99 ms | decoy RSS MiB | bare t/s | bare p95 / p99 ms | decoy / bare | wrong replies |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|
+| scenario | decoy t/s | decoy p95 / p99 ms | decoy processing p99 ms | decoy RSS MiB | bare t/s | bare p95 / p99 ms | bare RSS MiB | decoy / bare | wrong replies |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 {chr(10).join(rows)}
 
 | target | measured | goal | |
