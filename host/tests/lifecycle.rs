@@ -702,3 +702,30 @@ async fn a_request_waiting_on_its_delay_finishes_with_the_set_it_matched_during_
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn requests_since_a_time_and_shutdown_through_the_admin_api() {
+    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    get(addr, "/a?early").await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let cut = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    get(addr, "/a?late").await;
+    let (_, v) = admin(addr, "GET", &format!("/requests?since={cut}"), Value::Null).await;
+    let urls: Vec<&str> = v["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["request"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, ["/a?late"]);
+
+    assert_eq!(admin(addr, "POST", "/shutdown", Value::Null).await.0, 200);
+    // The listeners stop: `wait` returns on its own, without a signal.
+    tokio::time::timeout(Duration::from_secs(10), server.wait())
+        .await
+        .expect("the server stopped after POST /__admin/shutdown");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
