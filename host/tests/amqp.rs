@@ -15,6 +15,10 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use serde_json::json;
 
+/// The tests run one at a time: one of them makes the broker drop every connection,
+/// which would break the others' connections mid-test.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn url() -> String {
     std::env::var("DECOY_AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
@@ -126,6 +130,7 @@ fn root(request_q: &str, unmatched_q: &str) -> tempfile::TempDir {
 
 #[tokio::test]
 async fn a_request_on_rabbitmq_gets_its_mapped_reply_on_its_reply_to_queue() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (_conn, ch) = channel().await;
     let [req_q, reply_q, lost_q] = queues(&ch).await;
     let dir = root(&req_q, &lost_q);
@@ -204,6 +209,7 @@ async fn a_request_on_rabbitmq_gets_its_mapped_reply_on_its_reply_to_queue() {
 
 #[tokio::test]
 async fn the_service_keeps_answering_after_the_broker_drops_every_connection() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let rabbitmqctl = std::process::Command::new("rabbitmqctl")
         .arg("--help")
         .output();
@@ -257,6 +263,7 @@ async fn the_service_keeps_answering_after_the_broker_drops_every_connection() {
 
 #[tokio::test]
 async fn an_edited_mq_mapping_is_served_without_a_restart_and_a_broken_one_keeps_the_last_good() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (_conn, ch) = channel().await;
     let [req_q, reply_q, lost_q] = queues(&ch).await;
     let dir = root(&req_q, &lost_q);
