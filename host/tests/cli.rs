@@ -309,3 +309,51 @@ fn validate_checks_mq_files_with_the_file_mapping_field_and_reason() {
         "{text}"
     );
 }
+
+#[test]
+fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library() {
+    let dir = root(&[
+        (
+            "ibm-mq-connections.json",
+            r#"[{"connectionId": "1", "connectionName": "Local Docker MQ 9",
+                 "connectionData": {"ibmMqVersion": "IBM_MQ_9", "hostname": "localhost", "port": 1414,
+                                    "queueManager": "QM1", "channel": "DEV.APP.SVRCONN", "username": "app",
+                                    "password": "", "useMQCSPAuthenticationMode": false,
+                                    "readConnectionsToOpen": 5, "writeConnectionsToOpen": 5,
+                                    "sslCipherSuite": null, "sslPeerName": null}}]"#,
+        ),
+        (
+            "ibm-mq-mappings/quote.json",
+            r#"{"mappingId": "3bc18f0b-9d95-4af1-a2f8-848210b2d8a1",
+                "request": {"destination": {"name": "DEV.QUEUE.1", "type": "QUEUE"}, "bodyMatcher": {"anything": "anything"}},
+                "response": {"destination": {"name": "DEV.QUEUE.2", "type": "QUEUE"},
+                             "ibmMqResponseTransformerClassName": "NO_TRANSFORMER",
+                             "format": "MQFMT_STRING", "text": "", "fixedDelayMilliseconds": 0},
+                "receiveThreads": 5, "sendThreads": 5}"#,
+        ),
+    ]);
+    let out = decoy()
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--bind-address",
+            "127.0.0.1",
+            "--no-watch",
+            "--root-dir",
+        ])
+        .arg(dir.path())
+        .env("MQ_INSTALLATION_PATH", dir.path().join("no-mq-here"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the IBM MQ client library (libmqm_r.so) was not found"),
+        "{err}"
+    );
+    assert!(err.contains("no-mq-here/lib64"), "{err}");
+    assert!(err.contains("/opt/mqm/lib64"), "{err}");
+    assert!(err.contains("MQ_INSTALLATION_PATH"), "{err}");
+}

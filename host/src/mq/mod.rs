@@ -74,11 +74,29 @@ impl MqService {
         for c in &load.connections {
             match &c.kind {
                 ConnectionKind::Amqp(a) => brokers.push(Arc::new(amqp::AmqpBroker::new(a.clone()))),
-                ConnectionKind::IbmMq(_) => bail!(
-                    "connection {:?} is an IBM MQ connection, which this build cannot serve yet; \
-                     remove its mappings or serve them with an AMQP connection",
-                    c.id
-                ),
+                ConnectionKind::IbmMq(_) => {
+                    let dirs = ibm_mq_library_dirs();
+                    match find_ibm_mq_client(&dirs) {
+                        None => bail!(
+                            "connection {:?} is an IBM MQ connection, and the IBM MQ client library \
+                             (libmqm_r.so) was not found; looked in {}. Install IBM's MQ \
+                             redistributable client (https://ibm.biz/mq94redistclients), unpack it \
+                             and set MQ_INSTALLATION_PATH to where it is (or install it in /opt/mqm)",
+                            c.id,
+                            dirs.iter()
+                                .map(|d| d.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        Some(lib) => bail!(
+                            "connection {:?} is an IBM MQ connection; the client library is installed \
+                             ({}), but this build of decoy cannot serve IBM MQ yet: remove its \
+                             mappings or serve them with an AMQP connection",
+                            c.id,
+                            lib.display()
+                        ),
+                    }
+                }
             }
         }
         let mappings: Vec<(Arc<config::MqMapping>, Arc<MappingStats>)> = {
@@ -151,6 +169,30 @@ impl MqService {
             r.shutdown().await;
         }
     }
+}
+
+/// Where the IBM MQ client library is looked for, in order: `$MQ_INSTALLATION_PATH`
+/// (as IBM's `setmqenv` sets it), `/opt/mqm` (the default install), and the
+/// directories of `LD_LIBRARY_PATH`.
+pub fn ibm_mq_library_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(p) = std::env::var_os("MQ_INSTALLATION_PATH") {
+        let p = PathBuf::from(p);
+        dirs.push(p.join("lib64"));
+        dirs.push(p.join("lib"));
+    }
+    dirs.push(PathBuf::from("/opt/mqm/lib64"));
+    if let Some(ld) = std::env::var_os("LD_LIBRARY_PATH") {
+        dirs.extend(std::env::split_paths(&ld).filter(|d| !d.as_os_str().is_empty()));
+    }
+    dirs
+}
+
+/// The first `libmqm_r.so` in `dirs`.
+pub fn find_ibm_mq_client(dirs: &[PathBuf]) -> Option<PathBuf> {
+    dirs.iter()
+        .map(|d| d.join("libmqm_r.so"))
+        .find(|p| p.is_file())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
