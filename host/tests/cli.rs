@@ -36,33 +36,9 @@ fn http_get(port: u16, path: &str) -> String {
 #[test]
 fn serve_on_port_zero_prints_the_address_and_counts_then_answers() {
     let dir = root(&[("mappings/good.json", GOOD), ("mappings/sub/bad.json", BAD)]);
-    let mut child = decoy()
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--bind-address",
-            "127.0.0.1",
-            "--root-dir",
-        ])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut child, port, line) = spawn_on_port_zero(&["serve"], dir.path());
     assert!(line.contains("listening on http://127.0.0.1:"), "{line}");
     assert!(line.contains("(mappings: 1 loaded, 1 rejected)"), "{line}");
-    let port: u16 = line
-        .split("127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
     let answer = http_get(port, "/hi");
     assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
     assert!(answer.ends_with("hello"), "{answer}");
@@ -215,8 +191,9 @@ fn wiremock_runner_flags_are_accepted() {
     let _ = child.wait();
 }
 
-/// Starts `decoy ARGS --port 0 --bind-address 127.0.0.1` and reads the port it chose.
-fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::Child, u16) {
+/// Starts `decoy ARGS --port 0 --bind-address 127.0.0.1`; returns the process, the
+/// port it chose and its ready line.
+fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::Child, u16, String) {
     let mut child = decoy()
         .args(args)
         .args(["--port", "0", "--bind-address", "127.0.0.1", "--root-dir"])
@@ -235,16 +212,16 @@ fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::C
         .and_then(|r| r.split_whitespace().next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (child, port)
+    (child, port, line)
 }
 
 #[test]
 fn record_forwards_to_the_target_and_writes_mappings_when_stopped() {
     let upstream_root = root(&[("mappings/hi.json", GOOD)]);
-    let (mut upstream, up_port) = spawn_on_port_zero(&["serve"], upstream_root.path());
+    let (mut upstream, up_port, _) = spawn_on_port_zero(&["serve"], upstream_root.path());
     let recorded = root(&[]);
     let target = format!("http://127.0.0.1:{up_port}");
-    let (mut recorder, port) =
+    let (mut recorder, port, _) =
         spawn_on_port_zero(&["record", "--target", &target], recorded.path());
     let through = http_get(port, "/hi");
     assert!(through.ends_with("hello"), "{through}");
@@ -265,7 +242,7 @@ fn record_forwards_to_the_target_and_writes_mappings_when_stopped() {
     assert!(err.contains("recorded 1 mapping(s)"), "{err}");
     upstream.kill().unwrap();
 
-    let (mut replay, port) = spawn_on_port_zero(&["serve"], recorded.path());
+    let (mut replay, port, _) = spawn_on_port_zero(&["serve"], recorded.path());
     let answer = http_get(port, "/hi");
     assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
     assert!(answer.ends_with("hello"), "{answer}");

@@ -127,16 +127,11 @@ async fn a_broken_edit_keeps_the_last_good_version_live_and_is_reported_until_fi
         "mappings/a.json",
         r#"{"name": "a", "request": {"urlPattern": "([oops"}, "response": {"body": "bad"}}"#,
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let problems = loop {
-        let (_, v) = admin(addr, "GET", "/problems", Value::Null).await;
-        if v["problems"].as_array().is_some_and(|p| !p.is_empty())
-            || tokio::time::Instant::now() > deadline
-        {
-            break v;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let reported = eventually(addr, "/__admin/problems", |a| {
+        a.body.contains("invalid regular")
+    })
+    .await;
+    let problems: Value = serde_json::from_str(&reported.body).unwrap();
     let text = problems["problems"][0].as_str().unwrap_or_default();
     assert!(
         text.starts_with("mappings/a.json: mapping #0 (name \"a\"): request.urlPattern: invalid regular expression"),
