@@ -43,6 +43,7 @@ pub mod matching;
 pub mod metrics;
 pub mod mq;
 pub mod plan;
+pub mod plugin;
 pub mod request;
 pub mod server;
 pub mod store;

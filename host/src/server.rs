@@ -16,7 +16,7 @@ use crate::engine::Engine;
 use crate::http::proxy::ProxyClient;
 use crate::http::{self, HttpConfig, Role, Services};
 use crate::journal::Journal;
-use crate::mapping::load::{LoadReport, load_root};
+use crate::mapping::load::{LoadReport, load_root_with};
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -41,6 +41,30 @@ pub struct ServeOptions {
     pub journal_entries: usize,
     /// How long a proxied request may take.
     pub proxy_timeout: std::time::Duration,
+    /// Where `<name>.wasm` plugins are looked for (default `<root-dir>/plugins`).
+    pub plugins_dir: Option<PathBuf>,
+    /// Compiled plugin code kept between runs (`None`: compile on every start).
+    pub plugin_cache_dir: Option<PathBuf>,
+    /// `--global-response-templating`: every stub goes through `response-template`.
+    pub global_templating: bool,
+}
+
+impl ServeOptions {
+    /// How mappings are parsed for these options (plugins, templating).
+    pub fn parse_context(&self) -> crate::mapping::ParseContext {
+        crate::mapping::ParseContext {
+            files_dir: crate::mapping::load::files_dir(&self.root_dir),
+            plugins: Some(Arc::new(crate::plugin::Plugins::new(
+                Some(
+                    self.plugins_dir
+                        .clone()
+                        .unwrap_or_else(|| self.root_dir.join("plugins")),
+                ),
+                self.plugin_cache_dir.clone(),
+            ))),
+            global_templating: self.global_templating,
+        }
+    }
 }
 
 impl Default for ServeOptions {
@@ -59,6 +83,9 @@ impl Default for ServeOptions {
             admin_token: None,
             journal_entries: crate::journal::DEFAULT_MAX_ENTRIES,
             proxy_timeout: crate::http::proxy::DEFAULT_TIMEOUT,
+            plugins_dir: None,
+            plugin_cache_dir: crate::plugin::Plugins::default_cache_dir(),
+            global_templating: false,
         }
     }
 }
@@ -127,7 +154,9 @@ impl Running {
 /// Loads `opts.root_dir` and starts listening. Must run inside a tokio runtime.
 pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let root = opts.root_dir.clone();
-    let report = tokio::task::spawn_blocking(move || load_root(&root))
+    let ctx = opts.parse_context();
+    let load_ctx = ctx.clone();
+    let report = tokio::task::spawn_blocking(move || load_root_with(&root, &load_ctx))
         .await
         .context("loading mappings")?
         .with_context(|| format!("cannot load mappings from {}", opts.root_dir.display()))?;
@@ -152,7 +181,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         );
     }
     let engine = Arc::new(Engine::new(Vec::new()));
-    let store = Arc::new(Store::new(&opts.root_dir, engine.clone()));
+    let store = Arc::new(Store::with_context(&opts.root_dir, engine.clone(), ctx));
     store.install_initial(report);
     let metrics = Arc::new(Metrics::default());
     let mq = crate::mq::MqService::start(&opts.root_dir, mq_load, &metrics)?;

@@ -94,11 +94,13 @@ pub struct Counts {
 
 impl Store {
     pub fn new(root: &Path, engine: Arc<Engine>) -> Store {
+        Store::with_context(root, engine, ParseContext::for_root(root))
+    }
+
+    pub fn with_context(root: &Path, engine: Arc<Engine>, ctx: ParseContext) -> Store {
         Store {
             root: root.to_path_buf(),
-            ctx: ParseContext {
-                files_dir: load::files_dir(root),
-            },
+            ctx,
             engine,
             state: Mutex::new(State::default()),
             swaps: AtomicU64::new(0),

@@ -10,7 +10,10 @@
 //!   `mappings/` for added and removed files (unchanged files are not parsed again);
 //! - a body file under `__files/` re-reads every mapping file, since any may use it;
 //! - `mq-connections.json` or a file under `mq-mappings/` (or a body file) reloads
-//!   the MQ side ([`MqService::reload`]).
+//!   the MQ side ([`MqService::reload`]);
+//! - `<name>.wasm` (or its settings, `<name>.json`) in the plugins directory reloads
+//!   that plugin when a mapping uses it (calls in flight finish on the old code), and
+//!   otherwise re-reads the mappings, so one rejected for lack of it is retried.
 //!
 //! Editors that write a temporary file and rename it over the original produce a
 //! rename event naming the original, which is all that is needed.
@@ -61,6 +64,26 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
         .canonicalize()
         .unwrap_or_else(|_| store.root().to_path_buf());
     watcher.watch(&root, RecursiveMode::Recursive)?;
+    let plugins = store.context().plugins.clone();
+    let plugins_dir = plugins.as_ref().and_then(|p| p.dir()).map(|d| {
+        // It may not exist yet (created later under the root): canonicalize its parent.
+        d.canonicalize().unwrap_or_else(|_| {
+            match (
+                d.parent().and_then(|p| p.canonicalize().ok()),
+                d.file_name(),
+            ) {
+                (Some(p), Some(n)) => p.join(n),
+                _ => d.to_path_buf(),
+            }
+        })
+    });
+    if let Some(d) = &plugins_dir
+        && !d.starts_with(&root)
+        && d.is_dir()
+        && let Err(e) = watcher.watch(d, RecursiveMode::NonRecursive)
+    {
+        tracing::warn!("cannot watch {} for plugin changes: {e}", d.display());
+    }
     let task = tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
             let mut batch = vec![first];
@@ -73,7 +96,32 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
                     _ => break,
                 }
             }
-            let (change, mq_changed) = classify(&root, batch);
+            let (mut change, mq_changed, plugin_files) =
+                classify(&root, plugins_dir.as_deref(), batch);
+            if let Some(plugins) = &plugins
+                && !plugin_files.is_empty()
+            {
+                let plugins = plugins.clone();
+                let reload_mappings = tokio::task::spawn_blocking(move || {
+                    let mut unknown = false;
+                    for name in plugin_files {
+                        match plugins.reload(&name) {
+                            Some(Ok(())) => {}
+                            Some(Err(e)) => tracing::error!(
+                                plugin = name,
+                                "the plugin changed but cannot be used; the previous version stays live: {e}"
+                            ),
+                            None => unknown = true,
+                        }
+                    }
+                    unknown
+                })
+                .await
+                .unwrap_or(false);
+                if reload_mappings && change.is_none() {
+                    change = Some(Change::Everything);
+                }
+            }
             if mq_changed || matches!(change, Some(Change::Everything)) {
                 mq.reload().await;
             }
@@ -104,8 +152,14 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
     })
 }
 
-/// What a batch of events changed for HTTP mappings, and whether MQ files changed.
-fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> (Option<Change>, bool) {
+/// What a batch of events changed for HTTP mappings, whether MQ files changed, and
+/// which plugins' files changed.
+fn classify(
+    root: &Path,
+    plugins_dir: Option<&Path>,
+    batch: Vec<notify::Result<notify::Event>>,
+) -> (Option<Change>, bool, Vec<String>) {
+    let mut plugin_files = Vec::new();
     let mq_paths: Vec<PathBuf> = crate::mq::config::CONNECTION_FILES
         .iter()
         .chain(crate::mq::config::MAPPING_DIRS.iter())
@@ -132,6 +186,18 @@ fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> (Option<C
             continue;
         }
         for path in &ev.paths {
+            if let Some(d) = plugins_dir
+                && path.parent() == Some(d)
+            {
+                let ext = path.extension().and_then(|e| e.to_str());
+                if matches!(ext, Some("wasm") | Some("json"))
+                    && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+                    && !stem.starts_with('.')
+                {
+                    plugin_files.push(stem.to_owned());
+                }
+                continue;
+            }
             if mq_paths.iter().any(|p| path.starts_with(p)) {
                 mq_changed = true;
             } else if path.starts_with(&files) {
@@ -155,16 +221,19 @@ fn classify(root: &Path, batch: Vec<notify::Result<notify::Event>>) -> (Option<C
             }
         }
     }
+    plugin_files.sort();
+    plugin_files.dedup();
     if everything {
-        return (Some(Change::Everything), mq_changed);
+        return (Some(Change::Everything), mq_changed, plugin_files);
     }
     if rescan {
-        return (Some(Change::Rescan), mq_changed);
+        return (Some(Change::Rescan), mq_changed, plugin_files);
     }
     changed.sort();
     changed.dedup();
     (
         (!changed.is_empty()).then_some(Change::Files(changed)),
         mq_changed,
+        plugin_files,
     )
 }

@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 fn ctx() -> ParseContext {
     ParseContext {
         files_dir: "/nonexistent/__files".into(),
+        plugins: None,
+        global_templating: false,
     }
 }
 

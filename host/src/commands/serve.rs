@@ -61,6 +61,24 @@ pub struct ServeArgs {
     /// How long a proxied request (proxyBaseUrl, recording) may take, in milliseconds.
     #[arg(long, default_value_t = decoy::http::proxy::DEFAULT_TIMEOUT.as_millis() as u64, value_name = "MS")]
     proxy_timeout: u64,
+    /// Where plugins named by mappings are looked for, as <name>.wasm
+    /// (default: <root-dir>/plugins; bundled plugins need no file).
+    #[arg(long, value_name = "DIR")]
+    plugins_dir: Option<PathBuf>,
+    /// Where compiled plugin code is kept between runs
+    /// (default: $XDG_CACHE_HOME/decoy/plugins or ~/.cache/decoy/plugins).
+    #[arg(long, value_name = "DIR")]
+    plugin_cache_dir: Option<PathBuf>,
+    /// Compile plugins on every start; keep nothing on disk.
+    #[arg(long, conflicts_with = "plugin_cache_dir")]
+    no_plugin_cache: bool,
+    /// Template every stub's response (as if each named the response-template
+    /// transformer), as WireMock's flag does.
+    #[arg(long)]
+    global_response_templating: bool,
+    /// WireMock's flag for per-stub templating, which decoy always does.
+    #[arg(long, hide = true)]
+    local_response_templating: bool,
 
     // WireMock flags accepted so existing scripts keep working; they change nothing
     // here, because decoy is always asynchronous and never logs per request unless
@@ -110,6 +128,14 @@ impl ServeArgs {
                 self.max_request_journal_entries
             },
             proxy_timeout: std::time::Duration::from_millis(self.proxy_timeout),
+            plugins_dir: self.plugins_dir,
+            plugin_cache_dir: if self.no_plugin_cache {
+                None
+            } else {
+                self.plugin_cache_dir
+                    .or_else(decoy::plugin::Plugins::default_cache_dir)
+            },
+            global_templating: self.global_response_templating,
         }
     }
 }

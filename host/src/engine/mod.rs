@@ -235,7 +235,10 @@ impl Engine {
                 .iter()
                 .find(|&&rank| {
                     let m = &set.ranked[rank as usize];
-                    m.request.matches(req) && self.enter_scenario(m)
+                    // A custom matcher that failed stops the search: the request
+                    // gets a 500 naming the plugin, not some other mapping's answer.
+                    (m.request.matches(req) && self.enter_scenario(m))
+                        || (m.request.custom.is_some() && crate::plugin::match_failure_pending())
                 })
                 .map(|&rank| rank as usize)
         });
@@ -243,7 +246,17 @@ impl Engine {
             Some(rank) => {
                 set.stats[rank].served.fetch_add(1, Ordering::Relaxed);
                 let mapping = set.ranked[rank].clone();
+                if let Some(f) = crate::plugin::take_match_failure() {
+                    let plan = crate::plugin::failure_plan(&mapping, &f);
+                    return Outcome::Matched { mapping, plan };
+                }
                 let mut plan = plan_for(&mapping);
+                if !mapping.response.transformers.is_empty()
+                    && plan.proxy.is_none()
+                    && let Err(f) = crate::plugin::transform_http(&mapping, req, &mut plan)
+                {
+                    plan = crate::plugin::failure_plan(&mapping, &f);
+                }
                 let global = self.settings.load();
                 plan.delay += global.fixed_delay;
                 if let Some(d) = &global.delay_distribution {
@@ -325,6 +338,8 @@ mod tests {
     fn engine(stubs: Vec<Value>) -> Engine {
         let ctx = ParseContext {
             files_dir: "/nonexistent".into(),
+            plugins: None,
+            global_templating: false,
         };
         Engine::new(
             stubs
@@ -384,6 +399,8 @@ mod tests {
         assert_eq!(e.scenario_state("s"), "next");
         let ctx = ParseContext {
             files_dir: "/x".into(),
+            plugins: None,
+            global_templating: false,
         };
         e.replace(vec![
             Mapping::parse(&s("next"), &ctx, None, &mut Vec::new()).unwrap(),

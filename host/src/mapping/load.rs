@@ -212,6 +212,11 @@ pub fn content_hash(bytes: &[u8]) -> u64 {
 
 /// Loads every mapping file of `root`, in parallel, keeping path order.
 pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
+    load_root_with(root, &ParseContext::for_root(root))
+}
+
+/// [`load_root`] with the given parse context (plugins, global templating).
+pub fn load_root_with(root: &Path, ctx: &ParseContext) -> std::io::Result<LoadReport> {
     if !root.is_dir() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -219,9 +224,6 @@ pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
         ));
     }
     let files = mapping_files(root)?;
-    let ctx = ParseContext {
-        files_dir: files_dir(root),
-    };
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -231,7 +233,6 @@ pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
         let handles: Vec<_> = files
             .chunks(chunk)
             .map(|part| {
-                let ctx = &ctx;
                 s.spawn(move || {
                     part.iter()
                         .map(|rel| load_file(root, rel, ctx))

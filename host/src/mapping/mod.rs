@@ -72,6 +72,8 @@ pub struct ResponseDef {
     pub fault: Option<Fault>,
     /// Forward to a real service instead of answering from the stub.
     pub proxy: Option<Arc<ProxySpec>>,
+    /// Plugins that build the response from the request (`transformers`).
+    pub transformers: crate::plugin::Transformers,
 }
 
 /// What parsing needs to know besides the JSON.
@@ -79,6 +81,25 @@ pub struct ResponseDef {
 pub struct ParseContext {
     /// The `__files` directory that `bodyFileName` is resolved in.
     pub files_dir: PathBuf,
+    /// Where plugin names resolve; `None` refuses mappings that name a plugin.
+    pub plugins: Option<Arc<crate::plugin::Plugins>>,
+    /// `--global-response-templating`: every stub goes through `response-template`.
+    pub global_templating: bool,
+}
+
+impl ParseContext {
+    /// Plugins from `<root>/plugins` (or `plugins_dir`) and the bundled ones, with
+    /// compiled code cached in the user's cache directory.
+    pub fn for_root(root: &Path) -> ParseContext {
+        ParseContext {
+            files_dir: load::files_dir(root),
+            plugins: Some(Arc::new(crate::plugin::Plugins::new(
+                Some(root.join("plugins")),
+                crate::plugin::Plugins::default_cache_dir(),
+            ))),
+            global_templating: false,
+        }
+    }
 }
 
 const MAPPING_FIELDS: &[&str] = &[
@@ -116,6 +137,8 @@ const RESPONSE_FIELDS: &[&str] = &[
     "proxyUrlPrefixToRemove",
     "additionalProxyRequestHeaders",
     "removeProxyRequestHeaders",
+    "transformers",
+    "transformerParameters",
 ];
 const RESPONSE_IGNORED: &[&str] = &["fromConfiguredStub"];
 
@@ -173,7 +196,7 @@ impl Mapping {
             None => DEFAULT_PRIORITY,
         };
         let request = match obj.get("request") {
-            Some(r) => RequestPattern::parse(r, "request", warnings)
+            Some(r) => RequestPattern::parse_with(r, "request", warnings, ctx.plugins.as_deref())
                 .map_err(|e| errors.push(e))
                 .ok(),
             None => {
@@ -206,6 +229,9 @@ impl Mapping {
                     if let Some(v) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
                         served.push((HeaderName::from_static(header), v));
                     }
+                }
+                if let Some(c) = &request.custom {
+                    c.set_mapping(id.clone(), name.clone());
                 }
                 Ok(Mapping {
                     id,
@@ -265,6 +291,7 @@ fn default_response() -> ResponseDef {
         dribble: None,
         fault: None,
         proxy: None,
+        transformers: Default::default(),
     }
 }
 
@@ -298,19 +325,7 @@ fn parse_response(
 ) -> Result<ResponseDef, Vec<FieldError>> {
     let obj = as_object(v, "response").map_err(|e| vec![e])?;
     let mut errors = Vec::new();
-    if obj.contains_key("transformers") {
-        errors.push(FieldError::new(
-            join("response", "transformers"),
-            "response transformers are not supported by this build yet; remove the field or serve this mapping with WireMock",
-        ));
-    }
-    warn_unknown(
-        obj,
-        "response",
-        RESPONSE_FIELDS,
-        &[RESPONSE_IGNORED, &["transformers", "transformerParameters"]].concat(),
-        warnings,
-    );
+    warn_unknown(obj, "response", RESPONSE_FIELDS, RESPONSE_IGNORED, warnings);
     let mut check = |r: FieldResult<()>| {
         if let Err(e) = r {
             errors.push(e);
@@ -355,6 +370,10 @@ fn parse_response(
         }
         Ok(())
     })());
+    match crate::plugin::Transformers::parse(obj, ctx.plugins.as_deref(), ctx.global_templating) {
+        Ok(t) => out.transformers = t,
+        Err(e) => errors.extend(e),
+    }
     if errors.is_empty() {
         Ok(out)
     } else {
@@ -649,6 +668,8 @@ mod tests {
     fn ctx() -> ParseContext {
         ParseContext {
             files_dir: PathBuf::from("/nonexistent/__files"),
+            plugins: None,
+            global_templating: false,
         }
     }
 

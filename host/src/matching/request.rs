@@ -236,6 +236,8 @@ pub struct RequestPattern {
     pub cookies: Vec<(String, StringPattern)>,
     pub body: Vec<StringPattern>,
     pub multipart: Vec<MultipartPattern>,
+    /// `customMatcher`: a plugin asked last, after everything else matched.
+    pub custom: Option<crate::plugin::CustomMatcher>,
 }
 
 const REQUEST_FIELDS: &[&str] = &[
@@ -257,20 +259,32 @@ const REQUEST_FIELDS: &[&str] = &[
     "basicAuth",
     "bodyPatterns",
     "multipartPatterns",
+    "customMatcher",
 ];
 
 impl RequestPattern {
+    /// A pattern outside a stub mapping (journal queries, recording filters), where
+    /// `customMatcher` is refused.
     pub fn parse(v: &Value, path: &str, warnings: &mut Vec<FieldError>) -> FieldResult<Self> {
+        Self::parse_with(v, path, warnings, None)
+    }
+
+    /// A stub's pattern: `plugins` resolves a `customMatcher`.
+    pub fn parse_with(
+        v: &Value,
+        path: &str,
+        warnings: &mut Vec<FieldError>,
+        plugins: Option<&crate::plugin::Plugins>,
+    ) -> FieldResult<Self> {
         let obj = as_object(v, path)?;
-        if let Some(cm) = obj.get("customMatcher") {
-            let name = cm.get("name").and_then(Value::as_str).unwrap_or("?");
-            return Err(FieldError::new(
-                join(path, "customMatcher"),
-                format!(
-                    "custom matcher {name:?} needs WASM plugin support, which this build does not have yet"
-                ),
-            ));
-        }
+        let custom = match obj.get("customMatcher") {
+            None => None,
+            Some(cm) => Some(crate::plugin::CustomMatcher::parse(
+                cm,
+                &join(path, "customMatcher"),
+                plugins,
+            )?),
+        };
         warn_unknown(obj, path, REQUEST_FIELDS, &[], warnings);
 
         let method = match obj.get("method") {
@@ -448,6 +462,7 @@ impl RequestPattern {
             },
             body,
             multipart,
+            custom,
         })
     }
 
@@ -542,7 +557,13 @@ impl RequestPattern {
                 return false;
             }
         }
-        self.multipart.iter().all(|mp| mp.matches(req))
+        if !self.multipart.iter().all(|mp| mp.matches(req)) {
+            return false;
+        }
+        match &self.custom {
+            None => true,
+            Some(c) => c.matches(self, req),
+        }
     }
 
     /// Every part of the pattern against `req`, for the "not matched" report.

@@ -1,0 +1,231 @@
+//! Calling a plugin: taking a warm instance (or making one), the deadline, and what
+//! a failure looks like to the rest of decoy.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use wasmtime::Store;
+
+use super::exports::decoy::plugin::{matcher, transformer};
+use super::host_api::State;
+use super::load::Isolation;
+use super::{Code, Plugin, wit};
+use crate::request::RequestSnapshot;
+
+/// An instance ready for calls, in its own store.
+pub(crate) struct Warm {
+    store: Store<State>,
+    transformer: Option<transformer::Guest>,
+    matcher: Option<matcher::Guest>,
+}
+
+/// Why a plugin call gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginFailure {
+    pub plugin: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for PluginFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "plugin {:?} failed: {}", self.plugin, self.reason)
+    }
+}
+
+impl Code {
+    fn instantiate(&self, plugin: Arc<Plugin>) -> wasmtime::Result<Warm> {
+        let mut store = Store::new(
+            &self.engine,
+            State::new(plugin, self.settings.memory_limit_bytes()),
+        );
+        store.limiter(|s| &mut s.limits);
+        store.epoch_deadline_trap();
+        // Start functions run under the same deadline as calls.
+        store.set_epoch_deadline(self.settings.deadline_ticks());
+        let instance = self.pre.instantiate(&mut store)?;
+        let transformer = match &self.transformer {
+            Some(i) => Some(i.load(&mut store, &instance)?),
+            None => None,
+        };
+        let matcher = match &self.matcher {
+            Some(i) => Some(i.load(&mut store, &instance)?),
+            None => None,
+        };
+        Ok(Warm {
+            store,
+            transformer,
+            matcher,
+        })
+    }
+}
+
+impl Plugin {
+    /// Runs the plugin's transformer.
+    pub fn transform(
+        self: &Arc<Self>,
+        context: &wit::CallContext,
+        request: &wit::Request,
+        response: &wit::Response,
+    ) -> Result<wit::Response, PluginFailure> {
+        self.with_instance(|w| {
+            let Some(t) = &w.transformer else {
+                return Ok(Err(wit::PluginError {
+                    message: "it has no transformer (it is a matcher plugin)".into(),
+                }));
+            };
+            t.call_transform(&mut w.store, context, request, response)
+        })
+    }
+
+    /// Runs the plugin's matcher.
+    pub fn matches(
+        self: &Arc<Self>,
+        context: &wit::CallContext,
+        request: &wit::Request,
+    ) -> Result<bool, PluginFailure> {
+        self.with_instance(|w| {
+            let Some(m) = &w.matcher else {
+                return Ok(Err(wit::PluginError {
+                    message: "it has no matcher (it is a transformer plugin)".into(),
+                }));
+            };
+            m.call_matches(&mut w.store, context, request)
+        })
+    }
+
+    fn with_instance<R>(
+        self: &Arc<Self>,
+        call: impl FnOnce(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>>,
+    ) -> Result<R, PluginFailure> {
+        let code = self.code.load_full();
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let pooled = code.settings.isolation == Isolation::Pooled;
+        let warm = if pooled {
+            code.pool.lock().unwrap_or_else(|p| p.into_inner()).pop()
+        } else {
+            None
+        };
+        let mut warm = match warm {
+            Some(w) => w,
+            None => {
+                self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
+                match code.instantiate(self.clone()) {
+                    Ok(w) => w,
+                    Err(e) => return Err(self.failed(&code, &e, "could not be instantiated")),
+                }
+            }
+        };
+        warm.store
+            .set_epoch_deadline(code.settings.deadline_ticks());
+        let result = call(&mut warm);
+        let give_back = |warm: Warm| {
+            if pooled {
+                let mut pool = code.pool.lock().unwrap_or_else(|p| p.into_inner());
+                if pool.len() < code.settings.max_idle_instances {
+                    pool.push(warm);
+                }
+            }
+        };
+        match result {
+            Ok(Ok(v)) => {
+                give_back(warm);
+                Ok(v)
+            }
+            Ok(Err(e)) => {
+                // An error the plugin returned as a value: the instance is sound.
+                give_back(warm);
+                self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                Err(PluginFailure {
+                    plugin: self.name.clone(),
+                    reason: format!("it returned an error: {}", e.message),
+                })
+            }
+            // A trap: this instance is dropped (it cannot be entered again).
+            Err(e) => Err(self.failed(&code, &e, "trapped")),
+        }
+    }
+
+    fn failed(&self, code: &Code, e: &wasmtime::Error, what: &str) -> PluginFailure {
+        self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        let text = format!("{e:#}");
+        let reason = if matches!(
+            e.downcast_ref::<wasmtime::Trap>(),
+            Some(wasmtime::Trap::Interrupt)
+        ) {
+            self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+            format!(
+                "it ran past its CPU deadline of {} ms and was stopped",
+                code.settings.timeout_milliseconds
+            )
+        } else if text.contains("growing memory") || text.contains("memory minimum size") {
+            format!(
+                "it went over its memory limit of {} MiB",
+                code.settings.memory_limit_mib
+            )
+        } else {
+            // Wasmtime appends a wasm backtrace; the first line says what happened.
+            let first = text.lines().next().unwrap_or_default().trim().to_owned();
+            let hint = if first.contains("unreachable") {
+                " (a panic or abort in the guest ends this way)"
+            } else {
+                ""
+            };
+            format!("{what}: {first}{hint}")
+        };
+        tracing::warn!(plugin = %self.name, origin = %code.origin, "plugin call failed: {reason}");
+        PluginFailure {
+            plugin: self.name.clone(),
+            reason,
+        }
+    }
+}
+
+/// The plugin's view of an HTTP request.
+pub fn http_request_for(
+    req: &RequestSnapshot,
+    path_parameters: Vec<(String, String)>,
+) -> wit::Request {
+    let base_url = match req.host_port() {
+        Some((host, port)) => format!("{}://{host}:{port}", req.scheme),
+        None => format!("{}://localhost", req.scheme),
+    };
+    wit::Request::Http(wit::HttpRequest {
+        method: req.method.clone(),
+        url: req.url.clone(),
+        path: req.path().to_owned(),
+        query: req.query().to_vec(),
+        headers: req
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        cookies: req.cookies().to_vec(),
+        body: req.body.to_vec(),
+        base_url,
+        path_parameters,
+    })
+}
+
+/// The plugin's view of a message.
+pub fn mq_request(
+    destination: &str,
+    reply_to: Option<&str>,
+    message_id: Option<&str>,
+    correlation_id: Option<&str>,
+    properties: Vec<(String, String)>,
+    body: &[u8],
+) -> wit::Request {
+    wit::Request::Mq(wit::MqMessage {
+        destination: destination.to_owned(),
+        reply_to: reply_to.map(str::to_owned),
+        message_id: message_id.map(str::to_owned),
+        correlation_id: correlation_id.map(str::to_owned),
+        properties,
+        body: body.to_vec(),
+    })
+}

@@ -1,0 +1,143 @@
+//! What a plugin instance's `Store` holds, and the host functions it may import:
+//! WASI (sandboxed) and decoy's `log` and `kv`.
+
+use std::sync::Arc;
+
+use wasmtime::StoreLimits;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::Plugin;
+use super::decoy::plugin::{kv, log, types};
+
+/// Limits of the `kv` store, per plugin.
+const KV_MAX_KEY: usize = 1024;
+const KV_MAX_VALUE: usize = 1 << 20;
+const KV_MAX_KEYS: usize = 100_000;
+
+pub(crate) struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limits: StoreLimits,
+    /// The plugin this instance belongs to (for `kv` and log tags).
+    plugin: Arc<Plugin>,
+}
+
+impl State {
+    pub(crate) fn new(plugin: Arc<Plugin>, memory_limit: usize) -> State {
+        // Nothing from the host: no preopened directories, no environment, no
+        // arguments, no sockets, stdin empty and stdout/stderr discarded.
+        let wasi = WasiCtx::builder()
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        State {
+            wasi,
+            table: ResourceTable::new(),
+            limits: wasmtime::StoreLimitsBuilder::new()
+                .memory_size(memory_limit)
+                .trap_on_grow_failure(true)
+                .build(),
+            plugin,
+        }
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for State {}
+
+impl log::Host for State {
+    fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
+        let plugin = self.plugin.name.as_str();
+        let fields = fields
+            .iter()
+            .map(|(k, v)| format!(" {k}={v:?}"))
+            .collect::<String>();
+        match level {
+            log::Level::Trace => tracing::trace!(plugin, "{message}{fields}"),
+            log::Level::Debug => tracing::debug!(plugin, "{message}{fields}"),
+            log::Level::Info => tracing::info!(plugin, "{message}{fields}"),
+            log::Level::Warn => tracing::warn!(plugin, "{message}{fields}"),
+            log::Level::Error => tracing::error!(plugin, "{message}{fields}"),
+        }
+    }
+}
+
+impl kv::Host for State {
+    fn get(&mut self, key: String) -> Option<Vec<u8>> {
+        self.kv().get(&key).cloned()
+    }
+
+    fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), String> {
+        if key.len() > KV_MAX_KEY {
+            return Err(format!(
+                "key is {} bytes; the limit is {KV_MAX_KEY}",
+                key.len()
+            ));
+        }
+        if value.len() > KV_MAX_VALUE {
+            return Err(format!(
+                "value is {} bytes; the limit is {KV_MAX_VALUE}",
+                value.len()
+            ));
+        }
+        let mut kv = self.kv();
+        if kv.len() >= KV_MAX_KEYS && !kv.contains_key(&key) {
+            return Err(format!("the store is full ({KV_MAX_KEYS} keys)"));
+        }
+        kv.insert(key, value);
+        Ok(())
+    }
+
+    fn delete(&mut self, key: String) -> bool {
+        self.kv().remove(&key).is_some()
+    }
+
+    fn increment(&mut self, key: String, delta: i64) -> Result<i64, String> {
+        let mut kv = self.kv();
+        let current = match kv.get(&key) {
+            None => 0,
+            Some(v) => std::str::from_utf8(v)
+                .ok()
+                .and_then(|s| s.trim().parse::<i64>().ok())
+                .ok_or_else(|| format!("the value at {key:?} is not a decimal integer"))?,
+        };
+        let next = current
+            .checked_add(delta)
+            .ok_or_else(|| format!("{current} + {delta} overflows"))?;
+        if key.len() > KV_MAX_KEY {
+            return Err(format!(
+                "key is {} bytes; the limit is {KV_MAX_KEY}",
+                key.len()
+            ));
+        }
+        if kv.len() >= KV_MAX_KEYS && !kv.contains_key(&key) {
+            return Err(format!("the store is full ({KV_MAX_KEYS} keys)"));
+        }
+        kv.insert(key, next.to_string().into_bytes());
+        Ok(next)
+    }
+
+    fn keys(&mut self, prefix: String) -> Vec<String> {
+        self.kv()
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+}
+
+impl State {
+    fn kv(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, Vec<u8>>> {
+        self.plugin.kv.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

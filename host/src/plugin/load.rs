@@ -1,0 +1,351 @@
+//! Finding, compiling (or reading from the cache) and checking plugin components.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Deserialize;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::exports::decoy::plugin::{matcher, transformer};
+use super::host_api::State;
+use super::{Code, Runtime, TICK, bundled};
+
+/// Per-plugin settings, from an optional `<plugins dir>/<name>.json`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginSettings {
+    /// `pooled` (default): warm instances are reused. `per-request`: a fresh
+    /// instance for every call, so no state survives a call.
+    pub isolation: Isolation,
+    /// CPU time one call may take.
+    pub timeout_milliseconds: u64,
+    /// Linear memory one instance may use.
+    pub memory_limit_mib: u64,
+    /// Warm instances kept between calls.
+    pub max_idle_instances: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    Pooled,
+    PerRequest,
+}
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        PluginSettings {
+            isolation: Isolation::Pooled,
+            timeout_milliseconds: 100,
+            memory_limit_mib: 64,
+            max_idle_instances: 16,
+        }
+    }
+}
+
+impl PluginSettings {
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_milliseconds)
+    }
+
+    pub fn memory_limit_bytes(&self) -> usize {
+        usize::try_from(self.memory_limit_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+    }
+
+    /// Epoch ticks for the deadline (at least one whole tick past the timeout).
+    pub fn deadline_ticks(&self) -> u64 {
+        (self.timeout_milliseconds / TICK.as_millis() as u64).max(1) + 1
+    }
+}
+
+/// The most memory a plugin may be allowed (`memoryLimitMiB` above it is refused).
+const MAX_MEMORY_MIB: u64 = 1024;
+
+/// Creates the engine and the linker with WASI and decoy's host interfaces, and
+/// starts the epoch ticker.
+pub(super) fn runtime() -> Result<Runtime, String> {
+    let engine = engine(true).or_else(|e| {
+        tracing::warn!(
+            "the pooling allocator is not available here ({e}); plugins use on-demand allocation"
+        );
+        engine(false)
+    })?;
+    let mut linker = Linker::<State>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        .map_err(|e| format!("cannot set up WASI for plugins: {e}"))?;
+    super::TransformerAndMatcher::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+        &mut linker,
+        |s| s,
+    )
+    .map_err(|e| format!("cannot set up the plugin host interfaces: {e}"))?;
+    let ticker = engine.weak();
+    std::thread::Builder::new()
+        .name("decoy-plugin-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = ticker.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        })
+        .map_err(|e| format!("cannot start the plugin deadline thread: {e}"))?;
+    Ok(Runtime { engine, linker })
+}
+
+fn engine(pooling: bool) -> Result<Engine, String> {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.wasm_component_model(true);
+    if pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        // Room for large guests (Python and JavaScript interpreters bring several
+        // modules, big tables and tens of MiB of memory). These are address-space
+        // reservations; memory is only used as instances touch it.
+        pool.total_component_instances(256)
+            .total_core_instances(1024)
+            .total_memories(512)
+            .total_tables(1024)
+            .max_memories_per_module(2)
+            .max_tables_per_module(8)
+            .table_elements(200_000)
+            .max_core_instance_size(8 << 20)
+            .max_component_instance_size(8 << 20)
+            .max_memory_size((MAX_MEMORY_MIB << 20) as usize);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    Engine::new(&config).map_err(|e| format!("cannot create the wasm engine: {e}"))
+}
+
+/// Where a plugin's bytes come from.
+enum Source {
+    File(PathBuf),
+    Bundled(&'static [u8]),
+}
+
+/// Reads, compiles (or loads from the cache) and links `name`.
+pub(super) fn load(
+    runtime: &Runtime,
+    dir: Option<&Path>,
+    cache_dir: Option<&Path>,
+    name: &str,
+) -> Result<Code, String> {
+    let file = dir.map(|d| d.join(format!("{name}.wasm")));
+    let source = match &file {
+        Some(f) if f.is_file() => Source::File(f.clone()),
+        _ => match bundled().iter().find(|(n, _)| *n == name) {
+            Some((_, bytes)) => Source::Bundled(bytes),
+            None => {
+                let looked = match &file {
+                    Some(f) => format!("{} does not exist", f.display()),
+                    None => "no plugins directory is set".to_owned(),
+                };
+                let names: Vec<&str> = bundled().iter().map(|(n, _)| *n).collect();
+                return Err(format!(
+                    "no plugin named {name:?}: {looked}, and the bundled plugins are {}",
+                    names.join(", ")
+                ));
+            }
+        },
+    };
+    let (origin, bytes): (String, std::borrow::Cow<'static, [u8]>) = match &source {
+        Source::File(f) => (
+            f.display().to_string(),
+            std::fs::read(f)
+                .map_err(|e| format!("cannot read {}: {e}", f.display()))?
+                .into(),
+        ),
+        Source::Bundled(b) => (format!("bundled:{name}"), (*b).into()),
+    };
+    let settings = match dir.map(|d| d.join(format!("{name}.json"))) {
+        Some(f) if f.is_file() => read_settings(&f)?,
+        _ => PluginSettings::default(),
+    };
+    let component = compile(&runtime.engine, cache_dir, &bytes)
+        .map_err(|e| format!("{origin} is not a usable plugin: {e}"))?;
+    let pre = runtime
+        .linker
+        .instantiate_pre(&component)
+        .map_err(|e| format!("{origin} {}", explain_link_error(&e)))?;
+    let transformer = transformer::GuestIndices::new(&pre).ok();
+    let matcher = matcher::GuestIndices::new(&pre).ok();
+    if transformer.is_none() && matcher.is_none() {
+        return Err(format!(
+            "{origin} exports neither decoy:plugin/transformer nor decoy:plugin/matcher (version 0.1); build it against wit/plugin.wit"
+        ));
+    }
+    Ok(Code {
+        origin,
+        settings,
+        pre,
+        transformer,
+        matcher,
+        pool: Mutex::new(Vec::new()),
+        engine: runtime.engine.clone(),
+    })
+}
+
+fn read_settings(f: &Path) -> Result<PluginSettings, String> {
+    let text =
+        std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Partial {
+        isolation: Option<Isolation>,
+        timeout_milliseconds: Option<u64>,
+        #[serde(rename = "memoryLimitMiB")]
+        memory_limit_mib: Option<u64>,
+        max_idle_instances: Option<usize>,
+    }
+    let p: Partial = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{}: {e} (fields: isolation \"pooled\"|\"per-request\", timeoutMilliseconds, memoryLimitMiB, maxIdleInstances)",
+            f.display()
+        )
+    })?;
+    let d = PluginSettings::default();
+    let s = PluginSettings {
+        isolation: p.isolation.unwrap_or(d.isolation),
+        timeout_milliseconds: p.timeout_milliseconds.unwrap_or(d.timeout_milliseconds),
+        memory_limit_mib: p.memory_limit_mib.unwrap_or(d.memory_limit_mib),
+        max_idle_instances: p.max_idle_instances.unwrap_or(d.max_idle_instances),
+    };
+    if s.timeout_milliseconds == 0 || s.timeout_milliseconds > 60_000 {
+        return Err(format!(
+            "{}: timeoutMilliseconds must be 1 to 60000, not {}",
+            f.display(),
+            s.timeout_milliseconds
+        ));
+    }
+    if s.memory_limit_mib == 0 || s.memory_limit_mib > MAX_MEMORY_MIB {
+        return Err(format!(
+            "{}: memoryLimitMiB must be 1 to {MAX_MEMORY_MIB}, not {}",
+            f.display(),
+            s.memory_limit_mib
+        ));
+    }
+    Ok(s)
+}
+
+/// Compiles `bytes`, or reads the compiled form from `cache_dir` when an earlier run
+/// left it there. A cache that cannot be read or written only costs a compilation.
+fn compile(engine: &Engine, cache_dir: Option<&Path>, bytes: &[u8]) -> Result<Component, String> {
+    if !bytes.starts_with(b"\0asm") {
+        return Err("it is not a WebAssembly file (no \\0asm header)".into());
+    }
+    let Some(cache_dir) = cache_dir else {
+        return Component::new(engine, bytes).map_err(|e| describe_compile_error(&e));
+    };
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let key: String = digest
+        .as_ref()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let path = cache_dir.join(format!("{key}-{:016x}.cwasm", h.finish()));
+    if path.is_file() {
+        // SAFETY: the file is in decoy's own cache directory, named by the hash of the
+        // source and of this engine's configuration, and was written by `serialize`
+        // below (atomically, through a rename). Wasmtime checks its header against the
+        // engine before using it and refuses a mismatch, which falls back to compiling.
+        #[allow(unsafe_code)]
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(c) => return Ok(c),
+            Err(e) => tracing::debug!(file = %path.display(), "ignoring a cached plugin: {e}"),
+        }
+    }
+    let component = Component::new(engine, bytes).map_err(|e| describe_compile_error(&e))?;
+    if let Err(e) = write_cache(&component, &path) {
+        tracing::debug!(file = %path.display(), "cannot cache a compiled plugin: {e}");
+    }
+    Ok(component)
+}
+
+fn write_cache(component: &Component, path: &Path) -> Result<(), String> {
+    let bytes = component.serialize().map_err(|e| e.to_string())?;
+    let dir = path.parent().ok_or("no parent directory")?;
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+}
+
+fn describe_compile_error(e: &wasmtime::Error) -> String {
+    let text = format!("{e:#}");
+    if text.contains("core module") || text.contains("expected a component") {
+        format!(
+            "it is a core WebAssembly module, not a component ({text}); wrap it with `wasm-tools component new`"
+        )
+    } else {
+        text
+    }
+}
+
+fn explain_link_error(e: &wasmtime::Error) -> String {
+    let text = format!("{e:#}");
+    format!(
+        "needs an import decoy does not give plugins ({text}); plugins may import decoy:plugin/log, decoy:plugin/kv and WASI 0.2 (without file system, network or environment)"
+    )
+}
+
+/// What `decoy plugin check` reports about a file.
+#[derive(Debug)]
+pub struct CheckReport {
+    pub worlds: Vec<&'static str>,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+}
+
+/// Checks that `file` is a plugin decoy can run: a component that compiles, links
+/// against what decoy provides, and exports the transformer or matcher interface.
+pub fn check_file(file: &Path) -> Result<CheckReport, String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let runtime = runtime()?;
+    let component = compile(&runtime.engine, None, &bytes)
+        .map_err(|e| format!("{} is not a usable plugin: {e}", file.display()))?;
+    let ty = component.component_type();
+    let imports: Vec<String> = ty
+        .imports(&runtime.engine)
+        .map(|(n, _)| n.to_owned())
+        .collect();
+    let exports: Vec<String> = ty
+        .exports(&runtime.engine)
+        .map(|(n, _)| n.to_owned())
+        .collect();
+    let pre = runtime
+        .linker
+        .instantiate_pre(&component)
+        .map_err(|e| format!("{} {}", file.display(), explain_link_error(&e)))?;
+    let t = transformer::GuestIndices::new(&pre).is_ok();
+    let m = matcher::GuestIndices::new(&pre).is_ok();
+    let worlds = match (t, m) {
+        (true, true) => vec![
+            "transformer-and-matcher",
+            "transformer-plugin",
+            "matcher-plugin",
+        ],
+        (true, false) => vec!["transformer-plugin"],
+        (false, true) => vec!["matcher-plugin"],
+        (false, false) => {
+            return Err(format!(
+                "{} exports neither decoy:plugin/transformer@0.1.0 nor decoy:plugin/matcher@0.1.0 (it exports: {}); build it against wit/plugin.wit",
+                file.display(),
+                if exports.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    exports.join(", ")
+                }
+            ));
+        }
+    };
+    Ok(CheckReport {
+        worlds,
+        imports,
+        exports,
+    })
+}

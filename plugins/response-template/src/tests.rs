@@ -1,0 +1,224 @@
+use super::*;
+
+fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> Request {
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let query = query
+        .split('&')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k.to_owned(), v.to_owned())
+        })
+        .collect();
+    Request(types::Request::Http(types::HttpRequest {
+        method: method.into(),
+        url: url.into(),
+        path: path.into(),
+        query,
+        headers: headers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        cookies: vec![("session".into(), "abc".into())],
+        body: body.as_bytes().to_vec(),
+        base_url: "http://localhost:8080".into(),
+        path_parameters: vec![("id".into(), "42".into())],
+    }))
+}
+
+fn render_for(template: &str, req: &Request) -> String {
+    let model = json!({"request": request_model(req), "parameters": {"greeting": "hi"}});
+    render_str(template, &model).unwrap_or_else(|e| panic!("{template}: {e}"))
+}
+
+fn r(template: &str) -> String {
+    let req = http(
+        "POST",
+        "/users/42/orders?status=open&tag=a&tag=b",
+        &[("content-type", "application/json"), ("x-trace", "t-1")],
+        r#"{"name":"Ada","items":[{"id":1},{"id":2}],"total":12.5}"#,
+    );
+    render_for(template, &req)
+}
+
+#[test]
+fn request_model_matches_wiremocks_names() {
+    assert_eq!(
+        r("{{request.url}}"),
+        "/users/42/orders?status&#x3D;open&amp;tag&#x3D;a&amp;tag&#x3D;b"
+    );
+    assert_eq!(
+        r("{{{request.url}}}"),
+        "/users/42/orders?status=open&tag=a&tag=b"
+    );
+    assert_eq!(r("{{request.path}}"), "/users/42/orders");
+    assert_eq!(
+        r("{{request.pathSegments.[1]}} {{request.path.[2]}}"),
+        "42 orders"
+    );
+    assert_eq!(r("{{request.path.id}}"), "42");
+    assert_eq!(
+        r("{{request.query.status}} {{request.query.tag.[1]}}"),
+        "open b"
+    );
+    assert_eq!(
+        r("{{request.headers.X-Trace}} {{request.headers.[Content-Type]}}"),
+        "t-1 application/json"
+    );
+    assert_eq!(
+        r("{{request.cookies.session}} {{request.method}}"),
+        "abc POST"
+    );
+    assert_eq!(
+        r("{{request.baseUrl}} {{request.port}}"),
+        "http://localhost:8080 8080"
+    );
+    assert_eq!(r("{{request.requestLine.pathSegments.[0]}}"), "users");
+    assert_eq!(r("{{parameters.greeting}} {{missing.thing}}!"), "hi !");
+}
+
+#[test]
+fn json_and_xml_helpers() {
+    assert_eq!(r("{{jsonPath request.body '$.name'}}"), "Ada");
+    assert_eq!(r("{{jsonPath request.body '$.total'}}"), "12.5");
+    assert_eq!(r("{{{jsonPath request.body '$.items[0]'}}}"), r#"{"id":1}"#);
+    assert_eq!(
+        r("{{#each (jsonPath request.body '$.items')}}[{{id}}]{{/each}}"),
+        "[1][2]"
+    );
+    assert_eq!(
+        r("{{jsonPath request.body '$.nope' default='none'}}"),
+        "none"
+    );
+    assert_eq!(
+        r("{{#with (parseJson request.body)}}{{name}}{{/with}}"),
+        "Ada"
+    );
+    assert_eq!(r("{{{toJson (array 1 'a')}}}"), r#"[1,"a"]"#);
+    let soap = http(
+        "POST",
+        "/soap",
+        &[],
+        r#"<soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Body><m:Get xmlns:m="urn:x"><m:Id>7</m:Id></m:Get></soap:Body></soap:Envelope>"#,
+    );
+    assert_eq!(
+        render_for("{{soapXPath request.body '/Get/Id/text()'}}", &soap),
+        "7"
+    );
+    let xml = http(
+        "POST",
+        "/x",
+        &[],
+        "<order><id>17</id><item>a</item><item>b</item></order>",
+    );
+    assert_eq!(
+        render_for("{{xPath request.body '/order/id/text()'}}", &xml),
+        "17"
+    );
+    assert_eq!(
+        render_for("{{xPath request.body 'count(/order/item)'}}", &xml),
+        "2"
+    );
+}
+
+#[test]
+fn string_number_and_logic_helpers() {
+    assert_eq!(
+        r("{{upper 'ab'}}{{lower 'CD'}}{{capitalize 'hello world'}}"),
+        "ABcdHello World"
+    );
+    assert_eq!(
+        r("[{{trim '  x '}}]{{substring 'abcdef' 1 3}}{{replace 'a-b' '-' '+'}}"),
+        "[x]bca+b"
+    );
+    assert_eq!(
+        r("{{#each (split 'a,b' ',')}}({{this}}){{/each}}"),
+        "(a)(b)"
+    );
+    assert_eq!(
+        r("{{{base64 'hi'}}} {{base64 'aGk=' decode=true}}"),
+        "aGk= hi"
+    );
+    assert_eq!(
+        r("{{urlEncode 'a b&c'}} {{urlEncode 'a+b%26c' decode=true}}"),
+        "a+b%26c a b&amp;c"
+    );
+    assert_eq!(r("{{regexExtract 'order-123' '[0-9]+'}}"), "123");
+    assert_eq!(
+        r("{{#with (regexExtract 'ab-12' '([a-z]+)-([0-9]+)' 'parts')}}{{this.[1]}}{{/with}}"),
+        "12"
+    );
+    assert_eq!(
+        r("{{math 1 '+' 2}} {{math 7 '/' 2}} {{math 2.5 '*' 2}}"),
+        "3 3.5 5"
+    );
+    assert_eq!(r("{{size 'abc'}} {{size (array 1 2)}}"), "3 2");
+    assert_eq!(r("{{#each (range 1 3)}}{{this}}{{/each}}"), "123");
+    assert_eq!(r("{{join ',' (array 1 2 3)}}"), "1,2,3");
+    assert_eq!(
+        r("{{#if (eq request.query.status 'open')}}yes{{else}}no{{/if}}"),
+        "yes"
+    );
+    assert_eq!(r("{{#if (and (gt 3 2) (not (lt 3 2)))}}ok{{/if}}"), "ok");
+    assert_eq!(r("{{#if (ne request.method 'GET')}}post{{/if}}"), "post");
+}
+
+#[test]
+fn random_and_date_helpers() {
+    let v = r("{{randomValue length=12 type='ALPHANUMERIC' uppercase=true}}");
+    assert_eq!(v.len(), 12);
+    assert!(
+        v.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()),
+        "{v}"
+    );
+    assert_eq!(r("{{randomValue type='UUID'}}").len(), 36);
+    let n: i64 = r("{{randomInt lower=5 upper=9}}").parse().unwrap();
+    assert!((5..=9).contains(&n));
+    assert!(["a", "b"].contains(&r("{{pickRandom 'a' 'b'}}").as_str()));
+    assert_eq!(
+        r("{{date (parseDate '2024-01-31T12:00:00Z') offset='1 days' format='yyyy-MM-dd'}}"),
+        "2024-02-01"
+    );
+    assert_eq!(
+        r("{{date (parseDate '31/01/2024' format='dd/MM/yyyy') format='epoch'}}"),
+        "1706659200000"
+    );
+    let year: i32 = r("{{now format='yyyy'}}").parse().unwrap();
+    assert!(year >= 2024);
+    assert!(r("{{now offset='-1 hours'}}").ends_with('Z'));
+}
+
+#[test]
+fn failures_are_errors_not_panics() {
+    let model = json!({"request": {"body": "not json"}});
+    let e = render_str("{{jsonPath request.body '$.a'}}", &model).unwrap_err();
+    assert!(e.0.contains("jsonPath") && e.0.contains("not JSON"), "{e}");
+    assert!(compile("{{#if}}").is_err());
+    assert!(render_str("{{math 1 '/' 0}}", &json!({})).is_err());
+}
+
+#[test]
+fn transform_templates_body_and_headers_once_per_mapping() {
+    let ctx = Context(types::CallContext {
+        mapping_id: "m1".into(),
+        mapping_name: None,
+        parameters: "{}".into(),
+    });
+    let req = http("GET", "/things/9?x=1", &[], "");
+    let mut resp = Response::http(200);
+    resp.set_body("id={{request.pathSegments.[1]}}");
+    resp.set_header("location", "/things/{{request.query.x}}");
+    let out = ResponseTemplate::transform(&ctx, &req, resp.clone()).unwrap();
+    assert_eq!(out.body_text(), "id=9");
+    assert_eq!(out.headers()[0].1, "/things/1");
+    // Same mapping, new text (a reload): the new text is used.
+    resp.set_body("v2 {{request.method}}");
+    let out = ResponseTemplate::transform(&ctx, &req, resp).unwrap();
+    assert_eq!(out.body_text(), "v2 GET");
+    // A body without {{ is passed through, and binary bodies are never touched.
+    let mut bin = Response::http(200);
+    bin.set_body(vec![0xff, b'{', b'{']);
+    let out = ResponseTemplate::transform(&ctx, &req, bin).unwrap();
+    assert_eq!(out.body(), &[0xff, b'{', b'{']);
+}
