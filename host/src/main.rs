@@ -27,6 +27,8 @@ enum Command {
     /// Forward every request to a real service and, on Ctrl-C, write what went
     /// through as mappings (and body files) into the root directory.
     Record(commands::record::RecordArgs),
+    /// Work with WASM plugins (`decoy plugin check FILE.wasm`).
+    Plugin(commands::plugin::PluginArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => commands::serve::run(args),
         Command::Validate(args) => commands::validate::run(args),
         Command::Record(args) => commands::record::run(args),
+        Command::Plugin(args) => commands::plugin::run(args),
     };
     match result {
         Ok(code) => code,

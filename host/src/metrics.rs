@@ -277,3 +277,41 @@ mod tests {
         );
     }
 }
+
+/// Per-plugin call, failure, timeout and instance counters.
+pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<crate::plugin::Plugin>]) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if plugins.is_empty() {
+        return;
+    }
+    type Get = fn(&crate::plugin::PluginStats) -> u64;
+    let series: [(&str, &str, Get); 4] = [
+        (
+            "decoy_plugin_calls_total",
+            "Plugin calls (matchers and transformers).",
+            |s| s.calls.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_failures_total",
+            "Plugin calls that failed (trap, timeout, memory limit, error, malformed answer).",
+            |s| s.failures.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_timeouts_total",
+            "Plugin calls stopped at their CPU deadline.",
+            |s| s.timeouts.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_instances_created_total",
+            "Plugin instances created (a warm one is reused when it can be).",
+            |s| s.instances_created.load(Relaxed),
+        ),
+    ];
+    for (name, help, get) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for p in plugins {
+            let _ = writeln!(out, "{name}{{plugin=\"{}\"}} {}", p.name, get(&p.stats));
+        }
+    }
+}

@@ -347,6 +347,9 @@ impl Admin {
         );
         let (problems, _) = self.store.problems();
         crate::metrics::render_store(&mut text, self.store.swaps(), set.len(), problems.len());
+        if let Some(p) = &self.store.context().plugins {
+            crate::metrics::render_plugins(&mut text, &p.loaded());
+        }
         AdminReply::text(200, "text/plain; version=0.0.4", text)
     }
 

@@ -246,15 +246,22 @@ pub fn transform_http(
     for plugin in &t.plugins {
         response = plugin.transform(&ctx, &request, &response)?;
     }
-    let wit::Response::Http(r) = response else {
-        return Err(PluginFailure {
-            plugin: t.plugins.last().map(|p| p.name.clone()).unwrap_or_default(),
-            reason: "it returned an MQ reply for an HTTP request".into(),
-        });
+    // A malformed answer counts against the plugin that gave it (the last one).
+    let bad = |reason: String| {
+        let last = t.plugins.last();
+        if let Some(p) = last {
+            p.stats
+                .failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(plugin = %p.name, "plugin call failed: {reason}");
+        }
+        PluginFailure {
+            plugin: last.map(|p| p.name.clone()).unwrap_or_default(),
+            reason,
+        }
     };
-    let bad = |reason: String| PluginFailure {
-        plugin: t.plugins.last().map(|p| p.name.clone()).unwrap_or_default(),
-        reason,
+    let wit::Response::Http(r) = response else {
+        return Err(bad("it returned an MQ reply for an HTTP request".into()));
     };
     if !(100..=999).contains(&r.status) {
         return Err(bad(format!(

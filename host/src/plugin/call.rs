@@ -93,7 +93,29 @@ impl Plugin {
         })
     }
 
-    fn with_instance<R>(
+    fn with_instance<R: Send>(
+        self: &Arc<Self>,
+        call: impl FnOnce(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>> + Send,
+    ) -> Result<R, PluginFailure> {
+        let result = outside_async(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.call_on_instance(call)))
+        });
+        result.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic");
+            self.stats.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(plugin = %self.name, "a plugin call failed in the host: {what}");
+            Err(PluginFailure {
+                plugin: self.name.clone(),
+                reason: format!("the host failed while serving it: {what}"),
+            })
+        })
+    }
+
+    fn call_on_instance<R>(
         self: &Arc<Self>,
         call: impl FnOnce(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>>,
     ) -> Result<R, PluginFailure> {
@@ -177,6 +199,24 @@ impl Plugin {
             plugin: self.name.clone(),
             reason,
         }
+    }
+}
+
+/// Runs `f` where WASI's synchronous host functions may block: they drive their
+/// async implementation with `block_on`, which tokio forbids on a thread that is
+/// running async tasks. On a multi-threaded runtime's worker, `block_in_place` hands
+/// the worker's other tasks to another thread for the duration; on a
+/// current-thread runtime (tests, tools) the call runs on a scoped thread.
+fn outside_async<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Err(_) => f(),
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        Ok(_) => std::thread::scope(|s| {
+            s.spawn(f)
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }),
     }
 }
 

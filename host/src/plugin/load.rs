@@ -277,7 +277,10 @@ fn write_cache(component: &Component, path: &Path) -> Result<(), String> {
 
 fn describe_compile_error(e: &wasmtime::Error) -> String {
     let text = format!("{e:#}");
-    if text.contains("core module") || text.contains("expected a component") {
+    if text.contains("core module")
+        || text.contains("expected a component")
+        || text.contains("wasm module with a component parser")
+    {
         format!(
             "it is a core WebAssembly module, not a component ({text}); wrap it with `wasm-tools component new`"
         )

@@ -1,0 +1,360 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! WASM plugins served through real servers on port 0: the bundled response-template,
+//! a Rust custom matcher, and a hostile plugin (infinite loop, memory bomb, trap,
+//! panic, malformed answers) that must not take the server down. The plugins are
+//! built from the workspace for wasm32-wasip2 on first use.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::{get, send};
+use serde_json::{Value, json};
+
+/// Builds a workspace crate for wasm32-wasip2 (once per test run) and returns the
+/// `.wasm` file.
+fn build_plugin(crate_dir: &str, artifact: &str) -> PathBuf {
+    static LOCK: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
+    let _guard = LOCK.get_or_init(Default::default).lock().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let target = root.join("target/test-plugins");
+    let out = target.join(format!("wasm32-wasip2/release/{artifact}.wasm"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .current_dir(root.join(crate_dir))
+        .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
+        .arg("--target-dir")
+        .arg(&target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .expect("cargo runs");
+    assert!(
+        status.success(),
+        "building {crate_dir} for wasm32-wasip2 failed (rustup target add wasm32-wasip2)"
+    );
+    out
+}
+
+fn hostile() -> PathBuf {
+    build_plugin("tests/plugins/hostile", "decoy_test_hostile")
+}
+
+fn json_matcher() -> PathBuf {
+    build_plugin("plugins/examples/rust-matcher", "json_field_matcher")
+}
+
+fn install(root: &Path, name: &str, wasm: &Path) {
+    std::fs::create_dir_all(root.join("plugins")).unwrap();
+    std::fs::copy(wasm, root.join(format!("plugins/{name}.wasm"))).unwrap();
+}
+
+fn hostile_stub(url: &str, mode: &str) -> Value {
+    json!({"request": {"urlPath": url},
+           "response": {"status": 200, "body": "unchanged",
+                        "transformers": ["hostile"], "transformerParameters": {"mode": mode}}})
+}
+
+#[tokio::test]
+async fn response_template_is_bundled_and_templates_bodies_files_and_headers() {
+    let dir = common::root(&[
+        (
+            "mappings/t.json",
+            &json!({"mappings": [
+                {"request": {"urlPathTemplate": "/users/{id}"},
+                 "response": {"status": 201,
+                              "headers": {"Location": "/users/{{request.path.id}}"},
+                              "jsonBody": {"id": "{{request.path.id}}", "q": "{{request.query.q}}",
+                                           "who": "{{jsonPath request.body '$.name'}}"},
+                              "transformers": ["response-template"]}},
+                {"request": {"urlPath": "/file"},
+                 "response": {"bodyFileName": "t.xml", "transformers": ["response-template"],
+                              "transformerParameters": {"env": "test"}}},
+                {"request": {"urlPath": "/plain"}, "response": {"body": "{{request.path}}"}}
+            ]})
+            .to_string(),
+        ),
+        (
+            "__files/t.xml",
+            "<r env=\"{{parameters.env}}\">{{xPath request.body '/a/b/text()'}}</r>",
+        ),
+    ]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let a = send(addr, "POST", "/users/7?q=x", &[], r#"{"name":"Ada"}"#).await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    assert_eq!(a.header("location"), Some("/users/7"));
+    let v: Value = serde_json::from_str(&a.body).unwrap();
+    assert_eq!(v, json!({"id": "7", "q": "x", "who": "Ada"}));
+    let a = send(addr, "POST", "/file", &[], "<a><b>42</b></a>").await;
+    assert_eq!(a.body, r#"<r env="test">42</r>"#);
+    // Without the transformer, braces are literal text, as in WireMock.
+    assert_eq!(get(addr, "/plain").await.body, "{{request.path}}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn global_response_templating_applies_to_every_stub() {
+    let dir = common::root_with_stubs(json!([
+        {"request": {"urlPath": "/plain"}, "response": {"body": "{{request.method}} {{request.path}}"}}
+    ]));
+    let mut opts = common::options(dir.path());
+    opts.global_templating = true;
+    let server = decoy::server::start(opts).await.unwrap();
+    assert_eq!(get(server.http_addr, "/plain").await.body, "GET /plain");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_root_without_plugin_references_never_starts_the_wasm_engine() {
+    let mut files: Vec<(String, String)> = (0..100)
+        .map(|i| {
+            (
+                format!("plugins/unused{i}.wasm"),
+                "not even wasm".to_owned(),
+            )
+        })
+        .collect();
+    files.push((
+        "mappings/a.json".into(),
+        json!({"request": {"urlPath": "/a"}, "response": {"body": "a"}}).to_string(),
+    ));
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let dir = common::root(&refs);
+    let server = common::serve(dir.path()).await;
+    assert_eq!(get(server.http_addr, "/a").await.body, "a");
+    let plugins = server.store.context().plugins.clone().unwrap();
+    assert!(!plugins.engine_started());
+    assert!(plugins.loaded().is_empty());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_rust_custom_matcher_decides_which_stub_answers() {
+    let dir = common::root_with_stubs(json!([
+        {"request": {"method": "POST", "urlPath": "/orders",
+                     "customMatcher": {"name": "json-field-matcher",
+                                       "parameters": {"pointer": "/account/tier", "oneOf": ["gold", "platinum"]}}},
+         "response": {"body": "priority lane"}},
+        {"request": {"method": "POST", "urlPath": "/orders"}, "priority": 10,
+         "response": {"body": "normal lane"}}
+    ]));
+    install(dir.path(), "json-field-matcher", &json_matcher());
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let gold = r#"{"account": {"tier": "gold"}}"#;
+    let bronze = r#"{"account": {"tier": "bronze"}}"#;
+    assert_eq!(
+        send(addr, "POST", "/orders", &[], gold).await.body,
+        "priority lane"
+    );
+    assert_eq!(
+        send(addr, "POST", "/orders", &[], bronze).await.body,
+        "normal lane"
+    );
+    assert_eq!(
+        send(addr, "POST", "/orders", &[], "not json").await.body,
+        "normal lane"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
+    let dir = common::root_with_stubs(json!([
+        hostile_stub("/loop", "loop"),
+        hostile_stub("/memory", "memory"),
+        hostile_stub("/trap", "trap"),
+        hostile_stub("/panic", "panic"),
+        hostile_stub("/status", "status"),
+        hostile_stub("/header", "header"),
+        hostile_stub("/error", "error"),
+        hostile_stub("/echo", "echo"),
+        {"request": {"urlPath": "/match-loop",
+                     "customMatcher": {"name": "hostile", "parameters": {"mode": "loop"}}},
+         "response": {"body": "never"}},
+        {"request": {"urlPath": "/static"}, "response": {"body": "still here"}}
+    ]));
+    install(dir.path(), "hostile", &hostile());
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let cases = [
+        ("/loop", "CPU deadline of 100 ms"),
+        ("/memory", "memory limit of 64 MiB"),
+        ("/trap", "trapped"),
+        ("/panic", "trapped"),
+        ("/status", "status 7"),
+        ("/header", "invalid header name"),
+        ("/error", "the hostile plugin refuses"),
+        ("/match-loop", "CPU deadline"),
+    ];
+    for (path, reason) in cases {
+        let started = std::time::Instant::now();
+        let a = get(addr, path).await;
+        assert_eq!(a.status, 500, "{path}: {}", a.body);
+        assert_eq!(a.header("content-type"), Some("application/json"));
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(v["plugin"], "hostile", "{path}: {v}");
+        assert!(v["mapping"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+        assert!(
+            v["reason"].as_str().unwrap().contains(reason),
+            "{path}: {v}"
+        );
+        // Bounded, generously: a runaway guest is stopped, not waited for.
+        assert!(started.elapsed() < Duration::from_secs(10), "{path}");
+        // Everything else goes on: other stubs, and the same plugin on a good path.
+        assert_eq!(get(addr, "/static").await.body, "still here");
+        assert_eq!(get(addr, "/echo").await.body, "echo /echo");
+    }
+    let plugin = &server.store.context().plugins.clone().unwrap().loaded()[0];
+    let failures = plugin
+        .stats
+        .failures
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(failures, cases.len() as u64);
+    assert_eq!(
+        plugin
+            .stats
+            .timeouts
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    let metrics = get(addr, "/__admin/metrics").await.body;
+    assert!(
+        metrics.contains("decoy_plugin_failures_total{plugin=\"hostile\"} 8"),
+        "{metrics}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn warm_instances_are_reused_unless_isolation_is_per_request() {
+    for (settings, expect_instance_counts) in [
+        (None, true),
+        (Some(r#"{"isolation": "per-request"}"#), false),
+    ] {
+        let dir = common::root_with_stubs(json!([hostile_stub("/count", "count")]));
+        install(dir.path(), "hostile", &hostile());
+        if let Some(s) = settings {
+            std::fs::write(dir.path().join("plugins/hostile.json"), s).unwrap();
+        }
+        let server = common::serve(dir.path()).await;
+        let mut bodies = Vec::new();
+        for _ in 0..3 {
+            bodies.push(get(server.http_addr, "/count").await.body);
+        }
+        let want: Vec<String> = (1..=3)
+            .map(|i| {
+                let instance = if expect_instance_counts { i } else { 1 };
+                format!("shared={i} instance={instance}")
+            })
+            .collect();
+        assert_eq!(bodies, want, "settings {settings:?}");
+        server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn replacing_a_wasm_file_reloads_the_plugin_and_a_new_one_revives_rejected_mappings() {
+    let dir = common::root_with_stubs(json!([
+        {"request": {"urlPath": "/p"},
+         "response": {"body": "{{request.method}}", "transformers": ["swap"]}},
+        {"request": {"urlPath": "/later"},
+         "response": {"body": "{{request.path}}", "transformers": ["later"]}}
+    ]));
+    install(dir.path(), "swap", &hostile());
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    assert_eq!(get(addr, "/p").await.body, "echo /p");
+    assert_eq!(get(addr, "/later").await.status, 404);
+
+    // The bundled response-template, written over the file (through a rename).
+    let bytes = decoy::plugin::bundled()[0].1;
+    let tmp = dir.path().join("plugins/.swap.tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, dir.path().join("plugins/swap.wasm")).unwrap();
+    std::fs::write(dir.path().join("plugins/later.wasm"), bytes).unwrap();
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = get(addr, "/p").await.body;
+        let later = get(addr, "/later").await;
+        if (p == "GET" && later.body == "/later") || std::time::Instant::now() > deadline {
+            assert_eq!(p, "GET");
+            assert_eq!(later.body, "/later");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A broken replacement keeps the working version live.
+    std::fs::write(dir.path().join("plugins/swap.wasm"), b"garbage").unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(get(addr, "/p").await.body, "GET");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn mappings_naming_unusable_plugins_are_rejected_with_the_reason() {
+    let dir = common::root_with_stubs(json!([
+        {"request": {"urlPath": "/a"}, "response": {"transformers": ["missing"]}},
+        {"request": {"urlPath": "/b"}, "response": {"transformers": ["garbage"]}},
+        {"request": {"urlPath": "/c"}, "response": {"transformers": ["json-field-matcher"]}},
+        {"request": {"urlPath": "/d", "customMatcher": {"name": "response-template"}}},
+        {"request": {"urlPath": "/e"}, "response": {"transformers": "response-template"}},
+        {"request": {"urlPath": "/f"}, "response": {"transformers": ["response-template"],
+                                                   "transformerParameters": [1]}},
+        {"request": {"urlPath": "/ok"}, "response": {"body": "ok"}}
+    ]));
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::write(
+        dir.path().join("plugins/garbage.wasm"),
+        b"\0asm\x01\0\0\0junk",
+    )
+    .unwrap();
+    install(dir.path(), "json-field-matcher", &json_matcher());
+    let report = decoy::mapping::load::load_root(dir.path()).unwrap();
+    let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    let text = problems.join("\n");
+    assert_eq!(report.mappings.len(), 1, "{text}");
+    for needle in [
+        "response.transformers[0]: no plugin named \"missing\"",
+        "garbage.wasm is not a usable plugin",
+        "plugin \"json-field-matcher\" has no transformer",
+        "request.customMatcher.name: plugin \"response-template\" has no matcher",
+        "response.transformers: must be a list of plugin names",
+        "response.transformerParameters: must be a JSON object",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn plugin_check_reports_worlds_and_refuses_what_it_cannot_run() {
+    let r = decoy::plugin::check_file(&hostile()).unwrap();
+    assert!(r.worlds.contains(&"transformer-and-matcher"), "{r:?}");
+    let r = decoy::plugin::check_file(&json_matcher()).unwrap();
+    assert_eq!(r.worlds, vec!["matcher-plugin"]);
+    assert!(r.imports.iter().any(|i| i.starts_with("wasi:")), "{r:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, "hello").unwrap();
+    let e = decoy::plugin::check_file(&junk).unwrap_err();
+    assert!(e.contains("not a WebAssembly file"), "{e}");
+    // A core module (not a component).
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let e = decoy::plugin::check_file(&core).unwrap_err();
+    assert!(e.contains("not a component"), "{e}");
+    // A component that exports something else.
+    let other = dir.path().join("other.wasm");
+    std::fs::write(&other, b"\0asm\x0d\0\x01\0").unwrap();
+    let e = decoy::plugin::check_file(&other).unwrap_err();
+    assert!(e.contains("exports neither"), "{e}");
+}
