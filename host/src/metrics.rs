@@ -244,40 +244,6 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn histogram_buckets_are_cumulative() {
-        let m = Metrics::default();
-        m.http.observe(Duration::from_micros(10));
-        m.http.observe(Duration::from_micros(300));
-        m.http.observe(Duration::from_secs(5));
-        let stats = MappingStats::default();
-        stats.served.fetch_add(2, Ordering::Relaxed);
-        let text = m.render([("id-1", Some("a \"b\""), &stats)].into_iter());
-        assert!(
-            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"0.000025\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"0.0005\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"+Inf\"} 3"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "decoy_mapping_requests_total{mapping_id=\"id-1\",mapping_name=\"a \\\"b\\\"\"} 2"
-            ),
-            "{text}"
-        );
-    }
-}
-
 /// Per-plugin call, failure, timeout and instance counters.
 pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<crate::plugin::Plugin>]) {
     use std::sync::atomic::Ordering::Relaxed;
@@ -313,5 +279,39 @@ pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<crate::plugin:
         for p in plugins {
             let _ = writeln!(out, "{name}{{plugin=\"{}\"}} {}", p.name, get(&p.stats));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let m = Metrics::default();
+        m.http.observe(Duration::from_micros(10));
+        m.http.observe(Duration::from_micros(300));
+        m.http.observe(Duration::from_secs(5));
+        let stats = MappingStats::default();
+        stats.served.fetch_add(2, Ordering::Relaxed);
+        let text = m.render([("id-1", Some("a \"b\""), &stats)].into_iter());
+        assert!(
+            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"0.000025\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"0.0005\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"+Inf\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "decoy_mapping_requests_total{mapping_id=\"id-1\",mapping_name=\"a \\\"b\\\"\"} 2"
+            ),
+            "{text}"
+        );
     }
 }
