@@ -21,12 +21,40 @@ if ! (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
 fi
 echo "RabbitMQ is up"
 
-log "rust tests (unit, integration on port 0, fixture folders, property tests, RabbitMQ)"
+log "plugin toolchains: wasm32-wasip2, C (clang + wasi-libc), wit-bindgen, wasm-tools, componentize-py, componentize-js"
+rustup target add wasm32-wasip2
+need_apt=""
+for pkg in clang lld wasi-libc libclang-rt-dev-wasm32; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt="$need_apt $pkg"
+done
+if [ -n "$need_apt" ]; then
+  echo "installing Debian packages:$need_apt"
+  # shellcheck disable=SC2086
+  (apt-get install -y $need_apt >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y $need_apt >/dev/null; })
+fi
+# Only the subcommands the C example uses, to keep the build short.
+wasm-tools --version 2>/dev/null | grep -q '^wasm-tools 1.263.0' ||
+  cargo install --quiet --locked wasm-tools@1.263.0 --no-default-features --features component
+wit-bindgen --version 2>/dev/null | grep -q '^wit-bindgen-cli 0.63.0' ||
+  cargo install --quiet --locked wit-bindgen-cli@0.63.0 --no-default-features --features c
+tools=$(mktemp -d)
+trap 'rm -rf "$tools"' EXIT
+python3 -m venv "$tools/venv"
+"$tools/venv/bin/pip" install --quiet --disable-pip-version-check 'componentize-py==0.25.1'
+(cd "$tools" && npm install --silent --no-audit --no-fund @bytecodealliance/componentize-js@0.23.0 >/dev/null)
+export COMPONENTIZE_PY="$tools/venv/bin/componentize-py"
+export COMPONENTIZE_JS="$tools/node_modules/.bin/componentize-js"
+
+log "example plugins in Rust, Python, JavaScript and C"
+plugins/examples/build-all.sh target/example-plugins
+export DECOY_EXAMPLE_PLUGINS="$PWD/target/example-plugins"
+
+log "rust tests (unit, integration on port 0, fixture folders, property tests, RabbitMQ, plugins)"
 cargo test --workspace
 
 log "admin API driven by a third-party client (PyPI package wiremock) against decoy"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$tools"' EXIT
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check 'wiremock==2.7.0'
 cargo build --quiet -p decoy
