@@ -27,6 +27,11 @@ DECOY = REPO / "target" / "release" / "decoy"
 LOAD = REPO / "target" / "release" / "examples" / "mq-load"
 URL = "amqp://guest:guest@127.0.0.1:5672/%2f"
 REPLY = "<quote><symbol>ACME</symbol><account>ACC-000000</account><price>42.00</price></quote>"
+# Traffic Parrot's scenario: the reply takes two values from the request by XPath
+# (through decoy's bundled response-template plugin); the driver checks that each reply
+# carries its own request's account. Same size as REPLY.
+TEMPLATED_REPLY = ("<quote><symbol>{{xPath request.body '/quoteRequest/symbol/text()'}}</symbol>"
+                   "<account>{{xPath request.body '/quoteRequest/account/text()'}}</account><price>42.00</price></quote>")
 
 SCENARIOS = [
     # name, queues, delay ms, matcher, window per queue
@@ -40,7 +45,7 @@ def load(*args):
     return [str(LOAD), *args, "--url", URL]
 
 
-def root_for(base, prefix, queues, delay, matcher):
+def root_for(base, prefix, queues, delay, matcher, templated):
     root = base / prefix
     (root / "mq-mappings").mkdir(parents=True)
     (root / "mappings").mkdir()
@@ -53,16 +58,18 @@ def root_for(base, prefix, queues, delay, matcher):
         (root / "mq-mappings" / f"quote-{i:02d}.json").write_text(json.dumps({
             "mappingId": f"00000000-0000-4000-8000-{i:012d}",
             "request": {"destination": {"name": f"{prefix}.req.{i:02d}", "type": "QUEUE"}, "bodyMatcher": matcher},
-            "response": {"text": REPLY, "format": "MQFMT_STRING", "fixedDelayMilliseconds": delay},
+            "response": ({"text": TEMPLATED_REPLY, "transformers": ["response-template"]} if templated else {"text": REPLY})
+            | {"format": "MQFMT_STRING", "fixedDelayMilliseconds": delay},
             "receiveThreads": 1,
             "sendThreads": 1,
         }))
     return root
 
 
-def drive(prefix, queues, window, seconds):
+def drive(prefix, queues, window, seconds, expect_account=False):
     out = subprocess.run(load("drive", "--prefix", prefix, "--queues", str(queues), "--seconds", str(seconds),
-                              "--warmup", "3", "--size", "490", "--window", str(window)),
+                              "--warmup", "3", "--size", "490", "--window", str(window),
+                              *(["--expect-account"] if expect_account else [])),
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -105,14 +112,16 @@ def main():
             row = {"scenario": name, "queues": queues, "delay_ms": delay, "window": window}
             subprocess.run(load("setup", "--prefix", prefix, "--queues", str(queues)), check=True)
             try:
-                root = root_for(base, prefix, queues, delay, matcher)
+                templated = "matchesXPath" in matcher
+                row["templated"] = templated
+                root = root_for(base, prefix, queues, delay, matcher, templated)
                 port = free_port()
                 server = subprocess.Popen([str(DECOY), "serve", "--root-dir", str(root), "--port", str(port),
                                            "--bind-address", "127.0.0.1", "--no-watch"],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 try:
                     time.sleep(1.5)
-                    row["decoy"] = drive(prefix, queues, window, seconds)
+                    row["decoy"] = drive(prefix, queues, window, seconds, expect_account=templated)
                     row["decoy"]["processing_p99_ms"] = processing_p99(metrics(port))
                     row["decoy"]["rss_mib"] = rss(server.pid)
                 finally:

@@ -17,7 +17,12 @@ if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; th
   mkdir -p "$wm"
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
-cargo build --release -p decoy --example mq-load
+rustup target add wasm32-wasip2
+cargo build --release -p decoy --example mq-load --example plugin-calls
+# A trivial Rust plugin for the per-call and start-up figures (the test plugin's noop mode).
+(cd tests/plugins/hostile && cargo build --quiet --release --target wasm32-wasip2 --target-dir ../../../target/test-plugins)
+mkdir -p bench/out/plugins
+cp target/test-plugins/wasm32-wasip2/release/decoy_test_hostile.wasm bench/out/plugins/trivial.wasm
 
 # MQ scenarios first (they need RabbitMQ; skipped with a note when it is not up).
 if (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
@@ -38,5 +43,7 @@ if [ ! -x "$baseline/target/release/decoy" ] && git cat-file -e "$baseline_rev^{
 fi
 extra=()
 [ -x "$baseline/target/release/decoy" ] && extra+=(--baseline-exe "$baseline/target/release/decoy")
+python3 bench/plugins.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
+  --plugins-dir bench/out/plugins
 python3 bench/bench.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
   --json bench/out/last-run.json "${extra[@]}" "$@"

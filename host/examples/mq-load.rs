@@ -42,6 +42,9 @@ struct Args {
     window: usize,
     delay_ms: u64,
     connections: usize,
+    /// `drive`: a reply counts as right only if it carries the request's account
+    /// (it was templated from the request, not fixed).
+    expect_account: bool,
 }
 
 fn args() -> Args {
@@ -57,10 +60,15 @@ fn args() -> Args {
         window: 50,
         delay_ms: 0,
         connections: 5,
+        expect_account: false,
     };
     let mut it = std::env::args().skip(1);
     a.cmd = it.next().unwrap_or_default();
     while let Some(flag) = it.next() {
+        if flag == "--expect-account" {
+            a.expect_account = true;
+            continue;
+        }
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--url" => a.url = value(),
@@ -276,6 +284,7 @@ async fn drive(a: &Args) {
             latencies.clone(),
             slots.clone(),
         );
+        let expect_account = a.expect_account;
         tokio::spawn(async move {
             while let Some(Ok(d)) = consumer.next().await {
                 let id = d
@@ -284,8 +293,13 @@ async fn drive(a: &Args) {
                     .as_ref()
                     .and_then(|c| c.as_str().parse::<u64>().ok());
                 let at = id.and_then(|id| sent.lock().unwrap().remove(&id));
+                let account_ok = !expect_account
+                    || id.is_some_and(|id| {
+                        let want = format!("<account>ACC-{:06}</account>", id % 1_000_000);
+                        d.data.windows(want.len()).any(|w| w == want.as_bytes())
+                    });
                 match at {
-                    Some(t) if d.data.starts_with(b"<quote>") => {
+                    Some(t) if d.data.starts_with(b"<quote>") && account_ok => {
                         if counting.load(Ordering::Relaxed) {
                             replies.fetch_add(1, Ordering::Relaxed);
                             latencies

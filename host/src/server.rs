@@ -161,9 +161,13 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         .context("loading mappings")?
         .with_context(|| format!("cannot load mappings from {}", opts.root_dir.display()))?;
     let mq_root = opts.root_dir.clone();
-    let mq_load = tokio::task::spawn_blocking(move || crate::mq::config::load(&mq_root))
-        .await
-        .context("loading MQ mappings")?;
+    let plugins = ctx.plugins.clone();
+    let mq_plugins = plugins.clone();
+    let mq_load = tokio::task::spawn_blocking(move || {
+        crate::mq::config::load_with(&mq_root, mq_plugins.as_deref())
+    })
+    .await
+    .context("loading MQ mappings")?;
     let mut summary = LoadSummary::from(&report);
     summary.loaded += mq_load.mappings.len();
     summary.rejected += mq_load.rejected;
@@ -184,7 +188,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let store = Arc::new(Store::with_context(&opts.root_dir, engine.clone(), ctx));
     store.install_initial(report);
     let metrics = Arc::new(Metrics::default());
-    let mq = crate::mq::MqService::start(&opts.root_dir, mq_load, &metrics)?;
+    let mq = crate::mq::MqService::start(&opts.root_dir, mq_load, &metrics, plugins)?;
     // Start watching in the background while the listeners come up (setting up the
     // watches on a large tree takes tens of milliseconds); `start` returns only once
     // it is in place, and a rescan then catches what changed on disk in between.

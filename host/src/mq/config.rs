@@ -132,6 +132,8 @@ pub struct MqResponse {
     pub properties: Vec<(String, String)>,
     pub fixed_delay: Duration,
     pub delay_distribution: Option<DelayDistribution>,
+    /// Plugins that build the reply from the request (`transformers`).
+    pub transformers: crate::plugin::Transformers,
 }
 
 impl Default for MqResponse {
@@ -144,6 +146,7 @@ impl Default for MqResponse {
             properties: Vec::new(),
             fixed_delay: Duration::ZERO,
             delay_distribution: None,
+            transformers: Default::default(),
         }
     }
 }
@@ -185,6 +188,12 @@ fn problem(file: &Path, stub: Option<StubRef>, error: FieldError) -> Problem {
 
 /// Reads the MQ files of `root`; a root without them gives an empty load.
 pub fn load(root: &Path) -> MqLoad {
+    let ctx = crate::mapping::ParseContext::for_root(root);
+    load_with(root, ctx.plugins.as_deref())
+}
+
+/// [`load`], resolving plugin names (`response.transformers`) in `plugins`.
+pub fn load_with(root: &Path, plugins: Option<&crate::plugin::Plugins>) -> MqLoad {
     let mut out = MqLoad::default();
     let files_dir = crate::mapping::load::files_dir(root);
     if let Some(name) = CONNECTION_FILES.iter().find(|n| root.join(n).is_file()) {
@@ -236,6 +245,7 @@ pub fn load(root: &Path) -> MqLoad {
                 &rel,
                 index,
                 &files_dir,
+                plugins,
                 &out.connections,
                 &mut warnings,
             ) {
@@ -585,6 +595,7 @@ const RESPONSE_FIELDS: &[&str] = &[
     "fixedDelayMilliseconds",
     "delayDistribution",
     "transformers",
+    "transformerParameters",
 ];
 
 fn parse_mapping(
@@ -592,6 +603,7 @@ fn parse_mapping(
     rel: &Path,
     index: usize,
     files_dir: &Path,
+    plugins: Option<&crate::plugin::Plugins>,
     connections: &[Connection],
     warnings: &mut Vec<FieldError>,
 ) -> Result<MqMapping, Vec<FieldError>> {
@@ -735,7 +747,7 @@ fn parse_mapping(
     }
     let response = match obj.get("response") {
         None => Some(MqResponse::default()),
-        Some(r) => parse_response(r, files_dir, warnings)
+        Some(r) => parse_response(r, files_dir, plugins, warnings)
             .map_err(|e| errors.extend(e))
             .ok(),
     };
@@ -804,6 +816,7 @@ fn format_name(s: &str) -> Option<&'static str> {
 fn parse_response(
     v: &Value,
     files_dir: &Path,
+    plugins: Option<&crate::plugin::Plugins>,
     warnings: &mut Vec<FieldError>,
 ) -> Result<MqResponse, Vec<FieldError>> {
     let obj = as_object(v, "response").map_err(|e| vec![e])?;
@@ -816,20 +829,15 @@ fn parse_response(
     );
     let mut errors = Vec::new();
     let mut out = MqResponse::default();
+    match crate::plugin::Transformers::parse(obj, plugins, false) {
+        Ok(t) => out.transformers = t,
+        Err(e) => errors.extend(e),
+    }
     let mut check = |r: FieldResult<()>| {
         if let Err(e) = r {
             errors.push(e);
         }
     };
-    if obj
-        .get("transformers")
-        .is_some_and(|t| t.as_array().is_none_or(|a| !a.is_empty()))
-    {
-        check(Err(FieldError::new(
-            "response.transformers",
-            "response transformers are not supported by this build yet; remove the field",
-        )));
-    }
     if let Some(t) = obj
         .get("ibmMqResponseTransformerClassName")
         .and_then(Value::as_str)

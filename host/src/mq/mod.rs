@@ -42,6 +42,8 @@ pub struct MqService {
     running: Mutex<Option<MqRuntime>>,
     stats: Mutex<HashMap<Arc<str>, Arc<MappingStats>>>,
     problems: Mutex<(Vec<Problem>, Vec<Problem>)>,
+    /// Where `response.transformers` names resolve (shared with the HTTP side).
+    plugins: Option<Arc<crate::plugin::Plugins>>,
 }
 
 impl MqService {
@@ -52,8 +54,10 @@ impl MqService {
         root: &Path,
         load: MqLoad,
         metrics: &Arc<Metrics>,
+        plugins: Option<Arc<crate::plugin::Plugins>>,
     ) -> anyhow::Result<Arc<MqService>> {
         let service = Arc::new(MqService {
+            plugins,
             root: root.to_path_buf(),
             metrics: metrics.clone(),
             running: Mutex::new(None),
@@ -130,7 +134,10 @@ impl MqService {
     /// Re-reads the MQ files and switches to them when they are clean.
     pub async fn reload(&self) {
         let root = self.root.clone();
-        let Ok(load) = tokio::task::spawn_blocking(move || config::load(&root)).await else {
+        let plugins = self.plugins.clone();
+        let Ok(load) =
+            tokio::task::spawn_blocking(move || config::load_with(&root, plugins.as_deref())).await
+        else {
             return;
         };
         *lock(&self.problems) = (load.problems.clone(), load.warnings.clone());

@@ -85,6 +85,62 @@ pub fn reply_for(mapping: &MqMapping, request: &Message) -> Message {
     }
 }
 
+/// Runs the mapping's transformer plugins over `reply`: they may change its body,
+/// properties and destination, and add to its delay.
+fn transform_reply(
+    mapping: &MqMapping,
+    request: &Message,
+    reply: &mut Message,
+    to: &mut String,
+    delay: &mut Duration,
+) -> Result<(), crate::plugin::PluginFailure> {
+    use crate::plugin::wit;
+    let t = &mapping.response.transformers;
+    let id_text = |b: &Option<Vec<u8>>| {
+        b.as_ref().map(|b| match std::str::from_utf8(b) {
+            Ok(s) => s.to_owned(),
+            Err(_) => b.iter().map(|x| format!("{x:02X}")).collect(),
+        })
+    };
+    let ctx = wit::CallContext {
+        mapping_id: mapping.id.to_string(),
+        mapping_name: mapping.name.as_ref().map(|n| n.to_string()),
+        parameters: t.parameters.to_string(),
+    };
+    let req = crate::plugin::mq_request(
+        &mapping.queue,
+        request.reply_to.as_deref(),
+        id_text(&request.message_id).as_deref(),
+        id_text(&request.correlation_id).as_deref(),
+        request.properties.clone(),
+        &request.body,
+    );
+    let mut response = wit::Response::Mq(wit::MqReply {
+        body: reply.body.to_vec(),
+        properties: reply.properties.clone(),
+        destination: None,
+        delay_ms: None,
+    });
+    for plugin in &t.plugins {
+        response = plugin.transform(&ctx, &req, &response)?;
+    }
+    let wit::Response::Mq(r) = response else {
+        return Err(crate::plugin::PluginFailure {
+            plugin: t.plugins.last().map(|p| p.name.clone()).unwrap_or_default(),
+            reason: "it returned an HTTP response for a message".into(),
+        });
+    };
+    reply.body = bytes::Bytes::from(r.body);
+    reply.properties = r.properties;
+    if let Some(d) = r.destination.filter(|d| !d.is_empty()) {
+        *to = d;
+    }
+    if let Some(ms) = r.delay_ms {
+        *delay += Duration::from_millis(u64::from(ms));
+    }
+    Ok(())
+}
+
 /// A reply on its way to a sender.
 struct Job {
     delivery: Box<dyn Delivery>,
@@ -288,14 +344,29 @@ async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
                 .clone()
                 .or_else(|| message.reply_to.clone());
             match to {
-                Some(to) => Some(Job {
-                    reply: reply_for(mapping, message),
-                    to,
-                    delay: mapping.response.delay(),
-                    read_at,
-                    stats: Some(stats.clone()),
-                    delivery,
-                }),
+                Some(mut to) => {
+                    let mut reply = reply_for(mapping, message);
+                    let mut delay = mapping.response.delay();
+                    if !mapping.response.transformers.is_empty()
+                        && let Err(f) =
+                            transform_reply(mapping, message, &mut reply, &mut to, &mut delay)
+                    {
+                        tracing::warn!(
+                            "{} on {}: {f}; the message goes the unmatched way",
+                            mapping.label(),
+                            q.queue
+                        );
+                        return unmatched(q, delivery, read_at).await;
+                    }
+                    Some(Job {
+                        reply,
+                        to,
+                        delay,
+                        read_at,
+                        stats: Some(stats.clone()),
+                        delivery,
+                    })
+                }
                 None => {
                     tracing::warn!(
                         "{} matched a message on {} that has no reply-to, and the mapping has no response.destination; treating it as unmatched",
@@ -501,6 +572,36 @@ mod tests {
         let settled = broker.settlements();
         assert_eq!(settled.len(), 1);
         assert_eq!(settled[0].2, Settle::Ack);
+        assert_eq!(metrics.matched_total(), 1);
+    }
+
+    #[tokio::test]
+    async fn replies_are_templated_by_xpath_and_a_failing_template_sends_the_message_to_unmatched()
+    {
+        let (broker, rt, metrics) = start(
+            &[
+                json!({"request": {"destination": "Q", "bodyMatcher": {"contains": "<order"}},
+                       "response": {"text": "<ack id=\"{{xPath request.body '/order/@id'}}\" by=\"{{request.headers.source}}\">{{xPath request.body '/order/item/text()'}}</ack>",
+                                    "properties": {"echo": "{{request.correlationId}}"},
+                                    "transformers": ["response-template"]}}),
+                json!({"request": {"destination": "Q", "bodyMatcher": {"contains": "broken"}},
+                       "response": {"text": "{{jsonPath request.body '$.a'}}", "transformers": ["response-template"]}}),
+            ],
+            json!({"queue": "UNMATCHED"}),
+        );
+        let mut m = request("<order id='17'><item>book</item></order>", "R");
+        m.properties.push(("source".into(), "tests".into()));
+        broker.put("Q", m);
+        let reply = broker.take("R").await.unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&reply.body),
+            "<ack id=\"17\" by=\"tests\">book</ack>"
+        );
+        assert_eq!(reply.properties, [("echo".to_owned(), "CORR".to_owned())]);
+        broker.put("Q", request("broken, not JSON", "R"));
+        let moved = broker.take("UNMATCHED").await.unwrap();
+        assert_eq!(&moved.body[..], b"broken, not JSON");
+        rt.shutdown().await;
         assert_eq!(metrics.matched_total(), 1);
     }
 

@@ -130,7 +130,7 @@ fn path_parameters(pattern: &RequestPattern, req: &RequestSnapshot) -> Vec<(Stri
 }
 
 /// `response.transformers` and `response.transformerParameters`, resolved.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Transformers {
     pub plugins: Vec<Arc<Plugin>>,
     pub parameters: Arc<str>,

@@ -46,6 +46,8 @@ impl Transformer for Hostile {
                 resp.set_header("bad header name", "x");
             }
             "error" => return Err(Error::new("the hostile plugin refuses")),
+            // The cheapest call: the response back as it came (for the benchmark).
+            "noop" => {}
             "count" => {
                 let shared = decoy_plugin::kv::increment("calls", 1)?;
                 let mine = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
