@@ -93,13 +93,38 @@ impl Plugin {
         })
     }
 
+    /// Runs `call` on an instance. Calls run directly on the calling thread. WASI's
+    /// blocking host functions (writing to stdout or stderr, sleeping, polling) drive
+    /// an async implementation with `block_on`, which panics on a thread that is
+    /// running async tasks; the first time a plugin does that, the panic is caught,
+    /// the instance dropped, the plugin marked, and the call made again (and every
+    /// later call of that plugin) under [`outside_async`], which costs a thread
+    /// hand-off per call. Side effects the first attempt had before it stopped (a
+    /// `kv` write, say) happen twice, once.
     fn with_instance<R: Send>(
         self: &Arc<Self>,
-        call: impl FnOnce(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>> + Send,
+        call: impl Fn(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>> + Send + Sync,
     ) -> Result<R, PluginFailure> {
-        let result = outside_async(|| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.call_on_instance(call)))
-        });
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let attempt = || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.call_on_instance(&call)
+            }))
+        };
+        let mut result = None;
+        if !self.needs_blocking.load(Ordering::Relaxed) {
+            match attempt() {
+                Err(_) if tokio::runtime::Handle::try_current().is_ok() => {
+                    self.needs_blocking.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        plugin = %self.name,
+                        "the plugin makes blocking WASI calls (stdout, stderr, sleep or poll); its calls now run off the async worker, which costs more per call"
+                    );
+                }
+                other => result = Some(other),
+            }
+        }
+        let result = result.unwrap_or_else(|| outside_async(attempt));
         result.unwrap_or_else(|panic| {
             let what = panic
                 .downcast_ref::<String>()
@@ -117,10 +142,9 @@ impl Plugin {
 
     fn call_on_instance<R>(
         self: &Arc<Self>,
-        call: impl FnOnce(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>>,
+        call: &impl Fn(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>>,
     ) -> Result<R, PluginFailure> {
         let code = self.code.load_full();
-        self.stats.calls.fetch_add(1, Ordering::Relaxed);
         let pooled = code.settings.isolation == Isolation::Pooled;
         let warm = if pooled {
             code.pool.lock().unwrap_or_else(|p| p.into_inner()).pop()

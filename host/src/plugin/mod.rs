@@ -89,6 +89,8 @@ pub struct Plugin {
     code: ArcSwap<Code>,
     pub(crate) kv: Mutex<BTreeMap<String, Vec<u8>>>,
     pub stats: PluginStats,
+    /// It makes blocking WASI calls: call it off the async worker (see `call.rs`).
+    pub(crate) needs_blocking: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -195,6 +197,7 @@ impl Plugins {
                     code: ArcSwap::from_pointee(code),
                     kv: Mutex::new(BTreeMap::new()),
                     stats: PluginStats::default(),
+                    needs_blocking: Default::default(),
                 })
             })
             .clone();

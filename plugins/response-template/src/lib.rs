@@ -37,25 +37,41 @@ impl Transformer for ResponseTemplate {
         if !body_is_template && !header_templates {
             return Ok(resp);
         }
-        let parameters: Value = serde_json::from_str(ctx.parameters_json()).unwrap_or(json!({}));
-        let model = json!({ "request": request_model(req), "parameters": parameters });
         let id = ctx.mapping_id();
         CACHE.with(|cache| {
             let mut cache = cache.borrow_mut();
-            if body_is_template {
-                let text = resp.body_text().into_owned();
-                let out = cache.render(id, "body", &text, &model)?;
+            // Compile (or find) every template first, to know which parts of the model
+            // they use; the model is then built once, with only those parts.
+            let body_text = body_is_template.then(|| resp.body_text().into_owned());
+            let mut keys = Vec::new();
+            let mut needs = Needs::default();
+            if let Some(text) = &body_text {
+                keys.push(cache.prepare(id, "body".into(), text)?);
+            }
+            let mut headers = resp.headers().to_vec();
+            let mut header_keys = Vec::new();
+            for (i, (name, value)) in headers.iter().enumerate() {
+                if value.contains("{{") {
+                    let key = cache
+                        .prepare(id, format!("header {i}"), value)
+                        .map_err(|e| Error(format!("header {name}: {e}")))?;
+                    header_keys.push((i, key));
+                }
+            }
+            for key in keys.iter().chain(header_keys.iter().map(|(_, k)| k)) {
+                needs.add(&cache.templates[key].1);
+            }
+            let model = handlebars::Context::from(needs.model(ctx, req));
+            if let Some(key) = keys.first() {
+                let out = render(&cache.templates[key].2, &model)?;
                 resp.set_body(out);
             }
+            for (i, key) in header_keys {
+                let (name, value) = &mut headers[i];
+                *value = render(&cache.templates[&key].2, &model)
+                    .map_err(|e| Error(format!("header {name}: {e}")))?;
+            }
             if header_templates {
-                let mut headers = resp.headers().to_vec();
-                for (i, (name, value)) in headers.iter_mut().enumerate() {
-                    if value.contains("{{") {
-                        *value = cache
-                            .render(id, &format!("header {i}"), value, &model)
-                            .map_err(|e| Error(format!("header {name}: {e}")))?;
-                    }
-                }
                 *resp.headers_mut() = headers;
             }
             Ok(resp)
@@ -74,22 +90,23 @@ thread_local! {
 #[derive(Default)]
 #[allow(missing_debug_implementations)]
 pub struct Cache {
-    templates: HashMap<(String, String), (String, Template)>,
+    /// (mapping, field) → (template text, what it uses, compiled template).
+    templates: HashMap<(String, String), (String, Needs, Template)>,
 }
 
 const MAX_CACHED: usize = 20_000;
 
 impl Cache {
-    pub fn render(
+    /// Compiles `text` for (mapping, field) unless the same text is compiled already.
+    pub fn prepare(
         &mut self,
         mapping: &str,
-        field: &str,
+        field: String,
         text: &str,
-        model: &Value,
-    ) -> Result<String, Error> {
-        let key = (mapping.to_owned(), field.to_owned());
+    ) -> Result<(String, String), Error> {
+        let key = (mapping.to_owned(), field);
         let fresh = match self.templates.get(&key) {
-            Some((t, _)) => t != text,
+            Some((t, _, _)) => t != text,
             None => true,
         };
         if fresh {
@@ -98,10 +115,92 @@ impl Cache {
             }
             let template = compile(text)?;
             self.templates
-                .insert(key.clone(), (text.to_owned(), template));
+                .insert(key.clone(), (text.to_owned(), Needs::of(text), template));
         }
-        let (_, template) = &self.templates[&key];
-        render(template, model)
+        Ok(key)
+    }
+}
+
+/// Which parts of the model a template uses, found once from its text, so a call
+/// builds only those (most templates use two or three request fields).
+#[derive(Debug, Clone, Default)]
+pub struct Needs {
+    /// Everything: the template names `request` without a known field after it.
+    all: bool,
+    fields: Vec<&'static str>,
+    parameters: bool,
+}
+
+const FIELDS: &[&str] = &[
+    "url",
+    "path",
+    "pathSegments",
+    "pathParams",
+    "query",
+    "queryAll",
+    "headers",
+    "headersAll",
+    "cookies",
+    "method",
+    "body",
+    "bodyAsBase64",
+    "baseUrl",
+    "scheme",
+    "host",
+    "port",
+    "destination",
+    "replyTo",
+    "messageId",
+    "correlationId",
+];
+
+impl Needs {
+    fn of(text: &str) -> Needs {
+        let text = rewrite_paths(text);
+        let mut n = Needs {
+            parameters: text.contains("parameters"),
+            ..Needs::default()
+        };
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("request") {
+            let after = &rest[i + "request".len()..];
+            match after.strip_prefix('.') {
+                Some(f) => {
+                    let name: String = f
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric())
+                        .collect();
+                    match FIELDS.iter().find(|k| **k == name) {
+                        Some(k) if !n.fields.contains(k) => n.fields.push(k),
+                        Some(_) => {}
+                        None => n.all = true,
+                    }
+                }
+                None => n.all = true,
+            }
+            rest = after;
+        }
+        n
+    }
+
+    fn add(&mut self, other: &Needs) {
+        self.all |= other.all;
+        self.parameters |= other.parameters;
+        for f in &other.fields {
+            if !self.fields.contains(f) {
+                self.fields.push(f);
+            }
+        }
+    }
+
+    fn model(&self, ctx: &Context, req: &Request) -> Value {
+        let fields = (!self.all).then_some(self.fields.as_slice());
+        let parameters: Value = if self.parameters {
+            serde_json::from_str(ctx.parameters_json()).unwrap_or(json!({}))
+        } else {
+            Value::Null
+        };
+        json!({ "request": request_model(req, fields), "parameters": parameters })
     }
 }
 
@@ -121,14 +220,13 @@ pub fn compile(text: &str) -> Result<Template, Error> {
     Template::compile(&text).map_err(|e| Error(format!("bad template: {e}")))
 }
 
-pub fn render(template: &Template, model: &Value) -> Result<String, Error> {
+pub fn render(template: &Template, ctx: &handlebars::Context) -> Result<String, Error> {
     let reg = registry();
-    let ctx = handlebars::Context::wraps(model).map_err(|e| Error(e.to_string()))?;
     let mut rc = handlebars::RenderContext::new(None);
     let mut out = handlebars::StringOutput::new();
     use handlebars::Renderable;
     template
-        .render(reg, &ctx, &mut rc, &mut out)
+        .render(reg, ctx, &mut rc, &mut out)
         .map_err(|e| Error(format!("template failed: {}", render_error(&e))))?;
     out.into_string().map_err(|e| Error(e.to_string()))
 }
@@ -142,7 +240,7 @@ fn render_error(e: &handlebars::RenderError) -> String {
 
 /// Renders one template string against a model (tests and one-off use).
 pub fn render_str(text: &str, model: &Value) -> Result<String, Error> {
-    render(&compile(text)?, model)
+    render(&compile(text)?, &handlebars::Context::from(model.clone()))
 }
 
 /// WireMock names some values by paths this model cannot hold as JSON (`request.path`
@@ -212,26 +310,19 @@ fn first_values(
     (first, all)
 }
 
-/// WireMock's `request` model.
-pub fn request_model(req: &Request) -> Value {
+/// WireMock's `request` model; with `only`, just those fields (the others cost
+/// nothing to leave out: the headers map, the base64 body...).
+pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
+    let wanted = |k: &str| only.is_none_or(|o| o.contains(&k));
+    let mut m = Map::new();
+    let mut put = |k: &str, f: &dyn Fn() -> Value| {
+        if wanted(k) {
+            m.insert(k.to_owned(), f());
+        }
+    };
+    let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
     match &req.0 {
         types::Request::Http(h) => {
-            let (query, query_all) = first_values(&h.query, false);
-            let (headers, headers_all) = first_values(&h.headers, true);
-            let (cookies, _) = first_values(&h.cookies, false);
-            let (path_params, _) = first_values(&h.path_parameters, false);
-            let segments: Vec<Value> = h
-                .path
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .map(|s| {
-                    Value::String(
-                        percent_encoding::percent_decode_str(s)
-                            .decode_utf8_lossy()
-                            .into_owned(),
-                    )
-                })
-                .collect();
             let (scheme, rest) = h
                 .base_url
                 .split_once("://")
@@ -240,44 +331,68 @@ pub fn request_model(req: &Request) -> Value {
                 Some((host, port)) => (host, port.parse::<u16>().ok()),
                 None => (rest, None),
             };
-            json!({
-                "url": h.url,
-                "path": h.path,
-                "pathSegments": segments,
-                "pathParams": path_params,
-                "query": query,
-                "queryAll": query_all,
-                "headers": headers,
-                "headersAll": headers_all,
-                "cookies": cookies,
-                "method": h.method,
-                "body": String::from_utf8_lossy(&h.body),
-                "bodyAsBase64": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &h.body),
-                "baseUrl": h.base_url,
-                "scheme": scheme,
-                "host": host,
-                "port": port,
-            })
+            put("url", &|| json!(h.url));
+            put("path", &|| json!(h.path));
+            put("pathSegments", &|| {
+                Value::Array(
+                    h.path
+                        .split('/')
+                        .filter(|s| !s.is_empty())
+                        .map(|s| {
+                            Value::String(
+                                percent_encoding::percent_decode_str(s)
+                                    .decode_utf8_lossy()
+                                    .into_owned(),
+                            )
+                        })
+                        .collect(),
+                )
+            });
+            put("pathParams", &|| {
+                Value::Object(first_values(&h.path_parameters, false).0)
+            });
+            put("query", &|| Value::Object(first_values(&h.query, false).0));
+            put("queryAll", &|| {
+                Value::Object(first_values(&h.query, false).1)
+            });
+            put("headers", &|| {
+                Value::Object(first_values(&h.headers, true).0)
+            });
+            put("headersAll", &|| {
+                Value::Object(first_values(&h.headers, true).1)
+            });
+            put("cookies", &|| {
+                Value::Object(first_values(&h.cookies, false).0)
+            });
+            put("method", &|| json!(h.method));
+            put("body", &|| json!(String::from_utf8_lossy(&h.body)));
+            put("bodyAsBase64", &|| json!(b64(&h.body)));
+            put("baseUrl", &|| json!(h.base_url));
+            put("scheme", &|| json!(scheme));
+            put("host", &|| json!(host));
+            put("port", &|| json!(port));
         }
-        types::Request::Mq(m) => {
-            let (headers, headers_all) = first_values(&m.properties, false);
-            json!({
-                "url": m.destination,
-                "path": m.destination,
-                "destination": m.destination,
-                "replyTo": m.reply_to,
-                "messageId": m.message_id,
-                "correlationId": m.correlation_id,
-                "headers": headers,
-                "headersAll": headers_all,
-                "query": {},
-                "cookies": {},
-                "method": "",
-                "body": String::from_utf8_lossy(&m.body),
-                "bodyAsBase64": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &m.body),
-            })
+        types::Request::Mq(q) => {
+            put("url", &|| json!(q.destination));
+            put("path", &|| json!(q.destination));
+            put("destination", &|| json!(q.destination));
+            put("replyTo", &|| json!(q.reply_to));
+            put("messageId", &|| json!(q.message_id));
+            put("correlationId", &|| json!(q.correlation_id));
+            put("headers", &|| {
+                Value::Object(first_values(&q.properties, false).0)
+            });
+            put("headersAll", &|| {
+                Value::Object(first_values(&q.properties, false).1)
+            });
+            put("query", &|| json!({}));
+            put("cookies", &|| json!({}));
+            put("method", &|| json!(""));
+            put("body", &|| json!(String::from_utf8_lossy(&q.body)));
+            put("bodyAsBase64", &|| json!(b64(&q.body)));
         }
     }
+    Value::Object(m)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ fn http(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> Reques
 }
 
 fn render_for(template: &str, req: &Request) -> String {
-    let model = json!({"request": request_model(req), "parameters": {"greeting": "hi"}});
+    let model = json!({"request": request_model(req, None), "parameters": {"greeting": "hi"}});
     render_str(template, &model).unwrap_or_else(|e| panic!("{template}: {e}"))
 }
 
@@ -196,6 +196,16 @@ fn failures_are_errors_not_panics() {
     assert!(e.0.contains("jsonPath") && e.0.contains("not JSON"), "{e}");
     assert!(compile("{{#if}}").is_err());
     assert!(render_str("{{math 1 '/' 0}}", &json!({})).is_err());
+}
+
+#[test]
+fn the_model_holds_only_what_templates_use() {
+    let n =
+        Needs::of("{{request.path.[1]}} {{request.headers.X-A}} {{jsonPath request.body '$.a'}}");
+    assert!(!n.all && !n.parameters);
+    assert_eq!(n.fields, vec!["pathSegments", "headers", "body"]);
+    assert!(Needs::of("{{#with request}}{{path}}{{/with}}").all);
+    assert!(Needs::of("{{parameters.x}}").parameters);
 }
 
 #[test]
