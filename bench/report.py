@@ -267,6 +267,15 @@ def _cpus():
 if __name__ == "__main__":
     import sys
     here = pathlib.Path(__file__).parent
-    if sys.argv[1:] == ["--plugins-only"]:
-        replace_plugins_section(here.parent / "docs" / "performance.md", here / "out" / "plugins.json")
-        print("updated the plugin section of docs/performance.md")
+    if sys.argv[1:] == ["--plugins-and-mq-only"]:
+        # After bench/plugins.py and bench/mq.py alone: refresh those two sections of
+        # the page and leave the HTTP figures of the last full run as they are.
+        doc_path = here.parent / "docs" / "performance.md"
+        doc = doc_path.read_text()
+        start = doc.index("## Message queues")
+        ends = [doc.find(m, start + 1) for m in ("\n## ", "\n" + PLUGINS_BEGIN)]
+        end = min(e for e in ends if e >= 0)
+        mq = render_mq(here / "out" / "mq.json", _target)
+        doc_path.write_text(doc[:start] + mq + "\n" + doc[end:])
+        replace_plugins_section(doc_path, here / "out" / "plugins.json")
+        print("updated the plugin and MQ sections of docs/performance.md")
