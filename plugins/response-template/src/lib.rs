@@ -209,6 +209,9 @@ pub fn registry() -> &'static Handlebars<'static> {
     static REGISTRY: OnceLock<Handlebars<'static>> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         let mut h = Handlebars::new();
+        // WireMock 3 writes values as they are, in `{{...}}` as in `{{{...}}}`
+        // (checked against 3.13.2): no HTML escaping.
+        h.register_escape_fn(handlebars::no_escape);
         helpers::register(&mut h);
         h
     })

@@ -45,7 +45,7 @@ fn r(template: &str) -> String {
 fn request_model_matches_wiremocks_names() {
     assert_eq!(
         r("{{request.url}}"),
-        "/users/42/orders?status&#x3D;open&amp;tag&#x3D;a&amp;tag&#x3D;b"
+        "/users/42/orders?status=open&tag=a&tag=b" // no HTML escaping, as WireMock 3
     );
     assert_eq!(
         r("{{{request.url}}}"),
@@ -141,7 +141,7 @@ fn string_number_and_logic_helpers() {
     );
     assert_eq!(
         r("{{urlEncode 'a b&c'}} {{urlEncode 'a+b%26c' decode=true}}"),
-        "a+b%26c a b&amp;c"
+        "a+b%26c a b&c"
     );
     assert_eq!(r("{{regexExtract 'order-123' '[0-9]+'}}"), "123");
     assert_eq!(
