@@ -231,7 +231,7 @@ impl Mapping {
                     }
                 }
                 if let Some(c) = &request.custom {
-                    c.set_mapping(id.clone(), name.clone());
+                    c.set_mapping(&id, name.as_deref());
                 }
                 Ok(Mapping {
                     id,

@@ -102,11 +102,7 @@ fn transform_reply(
             Err(_) => b.iter().map(|x| format!("{x:02X}")).collect(),
         })
     };
-    let ctx = wit::CallContext {
-        mapping_id: mapping.id.to_string(),
-        mapping_name: mapping.name.as_ref().map(|n| n.to_string()),
-        parameters: t.parameters.to_string(),
-    };
+    let ctx = t.context(&mapping.id, mapping.name.as_deref());
     let req = crate::plugin::mq_request(
         &mapping.queue,
         request.reply_to.as_deref(),
@@ -122,7 +118,7 @@ fn transform_reply(
         delay_ms: None,
     });
     for plugin in &t.plugins {
-        response = plugin.transform(&ctx, &req, &response)?;
+        response = plugin.transform(ctx, &req, &response)?;
     }
     let wit::Response::Mq(r) = response else {
         return Err(crate::plugin::PluginFailure {

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
+use super::call::header_fields;
 use super::{Plugin, PluginFailure, Plugins, http_request_for, wit};
 use crate::mapping::Mapping;
 use crate::mapping::fields::{FieldError, FieldResult, as_object, as_str, join};
@@ -36,8 +37,9 @@ pub struct CustomMatcher {
     pub plugin: Arc<Plugin>,
     /// JSON text of `parameters` (`{}` when absent).
     pub parameters: Arc<str>,
-    /// The mapping it belongs to, set once the mapping's id is known.
-    mapping: std::sync::OnceLock<(Arc<str>, Option<Arc<str>>)>,
+    /// The call context (mapping id, name, parameters), built once the mapping's id
+    /// is known, so a call allocates none of it.
+    context: std::sync::OnceLock<wit::CallContext>,
 }
 
 impl CustomMatcher {
@@ -76,35 +78,37 @@ impl CustomMatcher {
         Ok(CustomMatcher {
             plugin,
             parameters,
-            mapping: std::sync::OnceLock::new(),
+            context: std::sync::OnceLock::new(),
         })
     }
 
-    pub fn set_mapping(&self, id: Arc<str>, name: Option<Arc<str>>) {
-        let _ = self.mapping.set((id, name));
+    pub fn set_mapping(&self, id: &str, name: Option<&str>) {
+        let _ = self.context.set(call_context(id, name, &self.parameters));
     }
 
     /// Asks the plugin. A failure is kept for the engine (see [`take_match_failure`])
     /// and counts as no match.
     pub fn matches(&self, pattern: &RequestPattern, req: &RequestSnapshot) -> bool {
-        let (id, name) = self
-            .mapping
-            .get()
-            .map(|(i, n)| (i.to_string(), n.as_ref().map(|n| n.to_string())))
-            .unwrap_or_default();
-        let ctx = wit::CallContext {
-            mapping_id: id,
-            mapping_name: name,
-            parameters: self.parameters.to_string(),
-        };
+        let ctx = self
+            .context
+            .get_or_init(|| call_context("", None, &self.parameters));
         let request = http_request_for(req, path_parameters(pattern, req));
-        match self.plugin.matches(&ctx, &request) {
+        match self.plugin.matches(ctx, &request) {
             Ok(m) => m,
             Err(f) => {
                 MATCH_FAILURE.with(|slot| *slot.borrow_mut() = Some(f));
                 false
             }
         }
+    }
+}
+
+/// What a plugin call is told about its mapping.
+pub fn call_context(id: &str, name: Option<&str>, parameters: &str) -> wit::CallContext {
+    wit::CallContext {
+        mapping_id: id.to_owned(),
+        mapping_name: name.map(str::to_owned),
+        parameters: parameters.to_owned(),
     }
 }
 
@@ -134,11 +138,19 @@ fn path_parameters(pattern: &RequestPattern, req: &RequestSnapshot) -> Vec<(Stri
 pub struct Transformers {
     pub plugins: Vec<Arc<Plugin>>,
     pub parameters: Arc<str>,
+    /// The call context, built on the first call (these belong to one mapping).
+    context: std::sync::OnceLock<wit::CallContext>,
 }
 
 impl Transformers {
     pub fn is_empty(&self) -> bool {
         self.plugins.is_empty()
+    }
+
+    /// The context every call of these transformers gets, for mapping `id`.
+    pub fn context(&self, id: &str, name: Option<&str>) -> &wit::CallContext {
+        self.context
+            .get_or_init(|| call_context(id, name, &self.parameters))
     }
 
     /// Reads the two fields from `response` (`obj`). With `global_templating`,
@@ -208,6 +220,7 @@ impl Transformers {
             Ok(Transformers {
                 plugins: out,
                 parameters,
+                context: std::sync::OnceLock::new(),
             })
         } else {
             Err(errors)
@@ -222,29 +235,16 @@ pub fn transform_http(
     plan: &mut ResponsePlan,
 ) -> Result<(), PluginFailure> {
     let t = &mapping.response.transformers;
-    let ctx = wit::CallContext {
-        mapping_id: mapping.id.to_string(),
-        mapping_name: mapping.name.as_ref().map(|n| n.to_string()),
-        parameters: t.parameters.to_string(),
-    };
+    let ctx = t.context(&mapping.id, mapping.name.as_deref());
     let request = http_request_for(req, path_parameters(&mapping.request, req));
     let mut response = wit::Response::Http(wit::HttpResponse {
         status: plan.status,
-        headers: plan
-            .headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
+        headers: header_fields(plan.headers.iter().map(|(k, v)| (k, v))),
         body: plan.body.to_vec(),
         delay_ms: None,
     });
     for plugin in &t.plugins {
-        response = plugin.transform(&ctx, &request, &response)?;
+        response = plugin.transform(ctx, &request, &response)?;
     }
     // A malformed answer counts against the plugin that gave it (the last one).
     let bad = |reason: String| {

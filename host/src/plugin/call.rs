@@ -244,6 +244,20 @@ fn outside_async<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// HTTP headers as the plugin sees them: name and value as text.
+pub(crate) fn header_fields<'a>(
+    headers: impl Iterator<Item = (&'a http::HeaderName, &'a http::HeaderValue)>,
+) -> Vec<(String, String)> {
+    headers
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
 /// The plugin's view of an HTTP request.
 pub fn http_request_for(
     req: &RequestSnapshot,
@@ -258,16 +272,7 @@ pub fn http_request_for(
         url: req.url.clone(),
         path: req.path().to_owned(),
         query: req.query().to_vec(),
-        headers: req
-            .headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
+        headers: header_fields(req.headers.iter()),
         cookies: req.cookies().to_vec(),
         body: req.body.to_vec(),
         base_url,
