@@ -3,7 +3,6 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
 
 use serde::Deserialize;
 use wasmtime::component::{Component, Linker};
@@ -47,10 +46,6 @@ impl Default for PluginSettings {
 }
 
 impl PluginSettings {
-    pub fn timeout(&self) -> Duration {
-        Duration::from_millis(self.timeout_milliseconds)
-    }
-
     pub fn memory_limit_bytes(&self) -> usize {
         usize::try_from(self.memory_limit_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
     }

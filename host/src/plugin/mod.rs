@@ -246,8 +246,4 @@ impl Plugin {
     pub fn has_matcher(&self) -> bool {
         self.code.load().matcher.is_some()
     }
-
-    pub fn settings(&self) -> PluginSettings {
-        self.code.load().settings.clone()
-    }
 }
