@@ -303,6 +303,7 @@ fn from_amqp(p: &BasicProperties, body: Vec<u8>) -> Message {
         message_id: bytes(p.message_id()),
         correlation_id: bytes(p.correlation_id()),
         reply_to: p.reply_to().as_ref().map(|s| s.as_str().to_owned()),
+        reply_to_manager: None,
         format: p.content_type().as_ref().map(|s| s.as_str().to_owned()),
         message_type: p.kind().as_ref().map(|s| s.as_str().to_owned()),
     }

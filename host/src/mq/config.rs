@@ -539,11 +539,28 @@ fn parse_connection(
                 }
                 None => 1414,
             };
+            if unmatched == Unmatched::Reject {
+                return Err(FieldError::new(
+                    join(&data_at, "unmatched"),
+                    "IBM MQ has no reject: a message got under syncpoint can only be committed \
+                     or backed out (and then comes back); name a queue instead, such as \
+                     {\"queue\": \"DEV.DEAD.LETTER.QUEUE\"}",
+                ));
+            }
+            let limited = |key: &str, value: String, max: usize| -> FieldResult<String> {
+                if value.len() > max {
+                    return Err(FieldError::new(
+                        join(&data_at, key),
+                        format!("{value:?} is longer than IBM MQ's {max} characters"),
+                    ));
+                }
+                Ok(value)
+            };
             ConnectionKind::IbmMq(IbmMqConfig {
                 hostname: need("hostname")?,
                 port,
-                queue_manager: need("queueManager")?,
-                channel: need("channel")?,
+                queue_manager: limited("queueManager", need("queueManager")?, 48)?,
+                channel: limited("channel", need("channel")?, 20)?,
                 username: opt_str(data, "username", &data_at)?.filter(|s| !s.is_empty()),
                 password: opt_str(data, "password", &data_at)?.filter(|s| !s.is_empty()),
                 use_mqcsp: match data.get("useMQCSPAuthenticationMode") {

@@ -7,10 +7,13 @@
 //! - [`runtime`]: receivers, the bounded hand-off, senders; matching, delays,
 //!   at-least-once settlement, reconnects, draining on shutdown.
 //! - [`amqp`]: RabbitMQ and other AMQP 0-9-1 brokers, with `lapin`.
+//! - [`ibmmq`]: IBM MQ through the MQI, with `mqi` and the client library loaded at
+//!   run time.
 //! - [`memory`]: an in-process broker for the runtime's own tests.
 
 pub mod amqp;
 pub mod config;
+pub mod ibmmq;
 pub mod memory;
 pub mod runtime;
 pub mod transport;
@@ -78,28 +81,15 @@ impl MqService {
         for c in &load.connections {
             match &c.kind {
                 ConnectionKind::Amqp(a) => brokers.push(Arc::new(amqp::AmqpBroker::new(a.clone()))),
-                ConnectionKind::IbmMq(_) => {
-                    let dirs = ibm_mq_library_dirs();
-                    match find_ibm_mq_client(&dirs) {
-                        None => bail!(
-                            "connection {:?} is an IBM MQ connection, and the IBM MQ client library \
-                             (libmqm_r.so) was not found; looked in {}. Install IBM's MQ \
-                             redistributable client (https://ibm.biz/mq94redistclients), unpack it \
-                             and set MQ_INSTALLATION_PATH to where it is (or install it in /opt/mqm)",
-                            c.id,
-                            dirs.iter()
-                                .map(|d| d.display().to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        Some(lib) => bail!(
-                            "connection {:?} is an IBM MQ connection; the client library is installed \
-                             ({}), but this build of decoy cannot serve IBM MQ yet: remove its \
-                             mappings or serve them with an AMQP connection",
-                            c.id,
-                            lib.display()
-                        ),
-                    }
+                ConnectionKind::IbmMq(m) => {
+                    let dirs = ibmmq::library_dirs();
+                    let Some(path) = ibmmq::find_client(&dirs) else {
+                        bail!("{}", ibmmq::missing_client_message(&c.id, &dirs));
+                    };
+                    let lib = ibmmq::load_client(&path).map_err(|e| {
+                        anyhow::anyhow!("connection {:?} is an IBM MQ connection: {e}", c.id)
+                    })?;
+                    brokers.push(Arc::new(ibmmq::IbmMqBroker::new(lib, m.clone())));
                 }
             }
         }
@@ -176,30 +166,6 @@ impl MqService {
             r.shutdown().await;
         }
     }
-}
-
-/// Where the IBM MQ client library is looked for, in order: `$MQ_INSTALLATION_PATH`
-/// (as IBM's `setmqenv` sets it), `/opt/mqm` (the default install), and the
-/// directories of `LD_LIBRARY_PATH`.
-pub fn ibm_mq_library_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(p) = std::env::var_os("MQ_INSTALLATION_PATH") {
-        let p = PathBuf::from(p);
-        dirs.push(p.join("lib64"));
-        dirs.push(p.join("lib"));
-    }
-    dirs.push(PathBuf::from("/opt/mqm/lib64"));
-    if let Some(ld) = std::env::var_os("LD_LIBRARY_PATH") {
-        dirs.extend(std::env::split_paths(&ld).filter(|d| !d.as_os_str().is_empty()));
-    }
-    dirs
-}
-
-/// The first `libmqm_r.so` in `dirs`.
-pub fn find_ibm_mq_client(dirs: &[PathBuf]) -> Option<PathBuf> {
-    dirs.iter()
-        .map(|d| d.join("libmqm_r.so"))
-        .find(|p| p.is_file())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

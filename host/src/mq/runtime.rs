@@ -80,6 +80,7 @@ pub fn reply_for(mapping: &MqMapping, request: &Message) -> Message {
         message_id: None,
         correlation_id,
         reply_to: None,
+        reply_to_manager: None,
         format: Some(mapping.response.format.clone()),
         message_type: Some("reply".into()),
     }
@@ -342,6 +343,10 @@ async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
             match to {
                 Some(mut to) => {
                     let mut reply = reply_for(mapping, message);
+                    if mapping.response.destination.is_none() {
+                        // IBM MQ: the reply goes to the queue manager the request names.
+                        reply.reply_to_manager = message.reply_to_manager.clone();
+                    }
                     let mut delay = mapping.response.delay();
                     if !mapping.response.transformers.is_empty()
                         && let Err(f) =

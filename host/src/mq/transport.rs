@@ -35,6 +35,8 @@ pub struct Message {
     pub correlation_id: Option<Vec<u8>>,
     /// The queue a reply should go to.
     pub reply_to: Option<String>,
+    /// IBM MQ: the queue manager of `reply_to` (a request's ReplyToQMgr).
+    pub reply_to_manager: Option<String>,
     /// MQ format (`MQSTR`), or for AMQP the content type.
     pub format: Option<String>,
     /// MQ: MQMT_REQUEST, MQMT_REPLY...; AMQP: the `type` property. Informational.
