@@ -331,3 +331,81 @@ async fn an_edited_mq_mapping_is_served_without_a_restart_and_a_broken_one_keeps
     server.shutdown().await;
     drop_queues(&ch, &[req_q, reply_q, lost_q]).await;
 }
+
+#[tokio::test]
+async fn a_publication_on_a_topic_gets_its_reply_published_on_another_topic() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_conn, ch) = channel().await;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (request_topic, reply_topic) = (
+        format!("decoy-test.{id}.prices.*"),
+        format!("decoy-test.{id}.quotes"),
+    );
+    // The test subscribes to the reply topic with a queue of its own.
+    let replies = unique("quotes");
+    ch.queue_declare(
+        replies.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        replies.as_str().into(),
+        "amq.topic".into(),
+        reply_topic.as_str().into(),
+        lapin::options::QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let dir = common::root(&[
+        (
+            "mq-connections.json",
+            &json!([{"connectionId": "rabbit", "connectionData": {"type": "amqp", "uri": url()}}])
+                .to_string(),
+        ),
+        (
+            "mq-mappings/prices.json",
+            &json!({
+                "request": {"destination": {"name": request_topic, "type": "TOPIC"}},
+                "response": {"destination": {"name": reply_topic, "type": "TOPIC"},
+                             "text": "{\"price\": 42}"},
+                "receiveThreads": 2
+            })
+            .to_string(),
+        ),
+    ]);
+    let server = common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    // The subscription is made in the background once serving starts: publish until
+    // it is there (a publication nobody subscribed to is dropped, as on any topic).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let reply = loop {
+        ch.basic_publish(
+            "amq.topic".into(),
+            format!("decoy-test.{id}.prices.ACME").as_str().into(),
+            BasicPublishOptions::default(),
+            b"{\"symbol\": \"ACME\"}",
+            BasicProperties::default().with_message_id("pub-1".into()),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+        if let Some(r) = get(&ch, &replies, Duration::from_millis(500)).await {
+            break r;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no reply on {reply_topic}"
+        );
+    };
+    assert_eq!(reply.0, "{\"price\": 42}");
+    assert_eq!(
+        reply.1.correlation_id().as_ref().map(|c| c.as_str()),
+        Some("pub-1")
+    );
+    server.shutdown().await;
+    drop_queues(&ch, &[replies]).await;
+}

@@ -16,15 +16,21 @@ use tokio::sync::Mutex as AsyncMutex;
 use futures_util::StreamExt as _;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    BasicRejectOptions, ConfirmSelectOptions, QueueDeclareOptions,
+    BasicRejectOptions, ConfirmSelectOptions, QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use super::config::AmqpConfig;
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Message, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Receiver, Sender, Settle,
 };
+
+/// The exchange topics are published on and subscribed to (RabbitMQ's MQTT and STOMP
+/// plugins use it too).
+pub const TOPIC_EXCHANGE: &str = "amq.topic";
+/// The queue a topic mapping's receivers share: this prefix and the topic pattern.
+pub const TOPIC_QUEUE_PREFIX: &str = "decoy.topic.";
 
 fn err(what: &str, e: impl std::fmt::Display) -> BrokerError {
     BrokerError::new(format!("{what}: {e}"))
@@ -102,7 +108,7 @@ impl Broker for AmqpBroker {
 
     fn receiver<'a>(
         &'a self,
-        queue: &'a str,
+        from: &'a Destination,
         index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
         Box::pin(async move {
@@ -111,26 +117,58 @@ impl Broker for AmqpBroker {
                 .create_channel()
                 .await
                 .map_err(|e| err("cannot open a channel", e))?;
-            // Passive: the queue must exist (decoy does not create the system's queues);
-            // a missing one is a clear error rather than a silently new empty queue.
-            channel
-                .queue_declare(
-                    queue.into(),
-                    QueueDeclareOptions {
-                        passive: true,
-                        ..QueueDeclareOptions::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(|e| err(&format!("queue {queue:?} is not available"), e))?;
+            let queue = if from.topic {
+                // A topic is a binding pattern on `amq.topic`. The mapping's receivers
+                // share one queue bound to it (each publication is answered once), which
+                // RabbitMQ deletes when the last of them goes.
+                let queue = format!("{TOPIC_QUEUE_PREFIX}{}", from.name);
+                channel
+                    .queue_declare(
+                        queue.as_str().into(),
+                        QueueDeclareOptions {
+                            auto_delete: true,
+                            ..QueueDeclareOptions::default()
+                        },
+                        FieldTable::default(),
+                    )
+                    .await
+                    .map_err(|e| err(&format!("cannot declare {queue:?} for {from}"), e))?;
+                channel
+                    .queue_bind(
+                        queue.as_str().into(),
+                        TOPIC_EXCHANGE.into(),
+                        from.name.as_str().into(),
+                        QueueBindOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await
+                    .map_err(|e| err(&format!("cannot bind {queue:?} to {from}"), e))?;
+                queue
+            } else {
+                // Passive: the queue must exist (decoy does not create the system's
+                // queues); a missing one is a clear error rather than a silently new
+                // empty queue.
+                let queue = from.name.clone();
+                channel
+                    .queue_declare(
+                        queue.as_str().into(),
+                        QueueDeclareOptions {
+                            passive: true,
+                            ..QueueDeclareOptions::default()
+                        },
+                        FieldTable::default(),
+                    )
+                    .await
+                    .map_err(|e| err(&format!("queue {queue:?} is not available"), e))?;
+                queue
+            };
             channel
                 .basic_qos(self.config.prefetch, BasicQosOptions::default())
                 .await
                 .map_err(|e| err("basic.qos", e))?;
             let consumer = channel
                 .basic_consume(
-                    queue.into(),
+                    queue.as_str().into(),
                     format!("decoy-{index}").into(),
                     BasicConsumeOptions::default(),
                     FieldTable::default(),
@@ -140,7 +178,7 @@ impl Broker for AmqpBroker {
             Ok(Box::new(AmqpReceiver {
                 _channel: channel,
                 consumer,
-                queue: queue.to_owned(),
+                queue,
             }) as Box<dyn Receiver>)
         })
     }
@@ -233,17 +271,24 @@ struct AmqpSender {
 impl Sender for AmqpSender {
     fn send<'a>(
         &'a self,
-        queue: &'a str,
+        to: &'a Destination,
         message: Message,
     ) -> BoxFuture<'a, Result<(), BrokerError>> {
+        // A queue through the default exchange; a topic through `amq.topic`, where a
+        // publication nobody subscribed to is normal rather than an error.
+        let (exchange, queue) = if to.topic {
+            (TOPIC_EXCHANGE, to.name.as_str())
+        } else {
+            ("", to.name.as_str())
+        };
         Box::pin(async move {
             let confirm = self
                 .channel
                 .basic_publish(
-                    "".into(),
+                    exchange.into(),
                     queue.into(),
                     BasicPublishOptions {
-                        mandatory: true,
+                        mandatory: !to.topic,
                         ..BasicPublishOptions::default()
                     },
                     &message.body,

@@ -18,6 +18,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+pub use super::transport::Destination;
 use crate::mapping::fields::{
     FieldError, FieldResult, as_bool, as_i64, as_object, as_str, as_u64, join, kind, warn_unknown,
 };
@@ -101,8 +102,8 @@ pub struct MqMapping {
     pub name: Option<Arc<str>>,
     pub connection_id: String,
     pub priority: i64,
-    /// The queue it listens on.
-    pub queue: String,
+    /// The queue it listens on (or the topic it subscribes to).
+    pub queue: Destination,
     pub body: Option<StringPattern>,
     /// Message properties (AMQP headers, MQ message properties) and their patterns.
     pub properties: Vec<(String, StringPattern)>,
@@ -125,7 +126,7 @@ impl MqMapping {
 #[derive(Debug, Clone)]
 pub struct MqResponse {
     /// `None`: the request's reply-to destination.
-    pub destination: Option<String>,
+    pub destination: Option<Destination>,
     pub body: Bytes,
     /// MQ format (`MQSTR`, `MQHRF2  `...); for AMQP, the content type when set.
     pub format: String,
@@ -715,7 +716,7 @@ fn parse_mapping(
         Ok(())
     })());
 
-    let mut queue = String::new();
+    let mut queue = Destination::queue("");
     let mut body = None;
     let mut properties = Vec::new();
     match obj.get("request") {
@@ -768,6 +769,21 @@ fn parse_mapping(
             .map_err(|e| errors.extend(e))
             .ok(),
     };
+    let on_ibm_mq = connections
+        .iter()
+        .any(|c| c.id == connection_id && matches!(c.kind, ConnectionKind::IbmMq(_)));
+    if queue.topic && on_ibm_mq && receive_threads > 1 {
+        // Each IBM MQ subscriber gets every publication: more receivers would answer
+        // each one several times.
+        warnings.push(FieldError::new(
+            "receiveThreads",
+            format!(
+                "{receive_threads} receivers on an IBM MQ topic would each get every \
+                 publication; 1 is used"
+            ),
+        ));
+        receive_threads = 1;
+    }
     match (response, errors.is_empty()) {
         (Some(response), true) => Ok(MqMapping {
             id,
@@ -788,10 +804,10 @@ fn parse_mapping(
     }
 }
 
-/// `{"name": "Q", "type": "QUEUE"}` (or just `"Q"`): the queue name.
-fn parse_destination(v: &Value, path: &str) -> FieldResult<String> {
+/// `{"name": "Q", "type": "QUEUE"}` (or just `"Q"`, a queue), or a `TOPIC`.
+fn parse_destination(v: &Value, path: &str) -> FieldResult<Destination> {
     if let Value::String(s) = v {
-        return Ok(s.clone());
+        return Ok(Destination::queue(s.clone()));
     }
     let d = as_object(v, path)?;
     let name = as_str(
@@ -807,11 +823,8 @@ fn parse_destination(v: &Value, path: &str) -> FieldResult<String> {
         .map(|t| as_str(t, &join(path, "type")))
         .transpose()?
     {
-        None | Some("QUEUE") => Ok(name.to_owned()),
-        Some("TOPIC") => Err(FieldError::new(
-            join(path, "type"),
-            "TOPIC destinations are not supported by this build yet; use a QUEUE",
-        )),
+        None | Some("QUEUE") => Ok(Destination::queue(name)),
+        Some("TOPIC") => Ok(Destination::topic(name)),
         Some(other) => Err(FieldError::new(
             join(path, "type"),
             format!("{other:?}: expected QUEUE or TOPIC"),

@@ -48,17 +48,18 @@ use mqi::connection::{
 };
 use mqi::get::{GetConvert, GetWait};
 use mqi::header::TextEnc;
+use mqi::open::ObjectString;
 use mqi::string::CCSID;
 use mqi::types::{
     ApplName, CipherSpec, CorrelationId, MessageFormat, MessageId, QueueManagerName, QueueName,
     ReplyToQueueManagerName, ReplyToQueueName,
 };
-use mqi::{Library, Object, Syncpoint, constants, structs};
+use mqi::{Library, Object, Subscription, Syncpoint, constants, structs};
 use tokio::sync::{mpsc, oneshot};
 
 use super::config::IbmMqConfig;
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Message, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Receiver, Sender, Settle,
 };
 
 /// Messages one read connection may hold in an uncommitted unit of work.
@@ -217,7 +218,7 @@ struct Worker<C> {
 enum ReadCommand {
     /// Open `queue` and deliver its messages to `deliveries`.
     Open {
-        queue: String,
+        from: Destination,
         deliveries: mpsc::Sender<Result<Box<dyn Delivery>, BrokerError>>,
         opened: oneshot::Sender<Result<(), BrokerError>>,
     },
@@ -229,7 +230,7 @@ enum ReadCommand {
 
 enum WriteCommand {
     Put {
-        queue: String,
+        to: Destination,
         message: Message,
         done: oneshot::Sender<Result<(), BrokerError>>,
     },
@@ -346,14 +347,14 @@ impl<L: MqLibrary> Broker for IbmMqBroker<L> {
 
     fn receiver<'a>(
         &'a self,
-        queue: &'a str,
+        from: &'a Destination,
         index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
         Box::pin(async move {
             let (deliveries, rx) = mpsc::channel(64);
             let (opened, is_open) = oneshot::channel();
             let command = ReadCommand::Open {
-                queue: queue.to_owned(),
+                from: from.clone(),
                 deliveries,
                 opened,
             };
@@ -430,12 +431,12 @@ struct MqSender {
 impl Sender for MqSender {
     fn send<'a>(
         &'a self,
-        queue: &'a str,
+        to: &'a Destination,
         message: Message,
     ) -> BoxFuture<'a, Result<(), BrokerError>> {
         let (done, is_done) = oneshot::channel();
         let sent = self.commands.send(WriteCommand::Put {
-            queue: queue.to_owned(),
+            to: to.clone(),
             message,
             done,
         });
@@ -448,10 +449,13 @@ impl Sender for MqSender {
     }
 }
 
-/// One open input queue of a read connection.
+/// One open input queue (or a topic subscription's managed queue) of a read
+/// connection.
 struct Input<'c, L: MqLibrary> {
     name: String,
     object: Object<&'c Conn<L>>,
+    /// For a topic: the non-durable subscription, removed when this is dropped.
+    _subscription: Option<Subscription<&'c Conn<L>>>,
     deliveries: mpsc::Sender<Result<Box<dyn Delivery>, BrokerError>>,
 }
 
@@ -564,37 +568,23 @@ impl<'c, L: MqLibrary> Reader<'c, L> {
     fn command(&mut self, c: ReadCommand) {
         match c {
             ReadCommand::Open {
-                queue,
+                from,
                 deliveries,
                 opened,
-            } => {
-                let result = QueueName::from_str(&queue)
-                    .map_err(|e| mq_err(format!("queue name {queue:?}"), e))
-                    .and_then(|name| {
-                        Object::open(
-                            self.conn,
-                            &(
-                                name,
-                                constants::MQOO_INPUT_AS_Q_DEF | constants::MQOO_FAIL_IF_QUIESCING,
-                            ),
-                        )
-                        .map(|o| o.discard_warning())
-                        .map_err(|e| mq_err(format!("cannot open {queue:?} for input"), e))
+            } => match self.open(&from) {
+                Ok((object, subscription)) => {
+                    self.inputs.push(Input {
+                        name: from.to_string(),
+                        object,
+                        _subscription: subscription,
+                        deliveries,
                     });
-                match result {
-                    Ok(object) => {
-                        self.inputs.push(Input {
-                            name: queue,
-                            object,
-                            deliveries,
-                        });
-                        let _ = opened.send(Ok(()));
-                    }
-                    Err(e) => {
-                        let _ = opened.send(Err(e));
-                    }
+                    let _ = opened.send(Ok(()));
                 }
-            }
+                Err(e) => {
+                    let _ = opened.send(Err(e));
+                }
+            },
             ReadCommand::Settled { uow, how } => {
                 // A settlement from a unit of work already backed out changes nothing.
                 if uow == self.uow.id {
@@ -608,6 +598,41 @@ impl<'c, L: MqLibrary> Reader<'c, L> {
             }
             ReadCommand::Close => self.closing = Some(Instant::now()),
         }
+    }
+
+    /// Opens a queue for input, or subscribes to a topic (a managed, non-durable
+    /// subscription: publications while decoy is not running are not kept for it).
+    #[allow(clippy::type_complexity)]
+    fn open(
+        &self,
+        from: &Destination,
+    ) -> Result<(Object<&'c Conn<L>>, Option<Subscription<&'c Conn<L>>>), BrokerError> {
+        if from.topic {
+            let (sub, object) = Subscription::subscribe_managed(
+                self.conn,
+                (
+                    constants::MQSO_CREATE
+                        | constants::MQSO_NON_DURABLE
+                        | constants::MQSO_FAIL_IF_QUIESCING,
+                    ObjectString(from.name.as_str()),
+                ),
+            )
+            .map_err(|e| mq_err(format!("cannot subscribe to {from}"), e))?
+            .discard_warning();
+            return Ok((object, Some(sub)));
+        }
+        let name = QueueName::from_str(&from.name)
+            .map_err(|e| mq_err(format!("queue name {:?}", from.name), e))?;
+        let object = Object::open(
+            self.conn,
+            &(
+                name,
+                constants::MQOO_INPUT_AS_Q_DEF | constants::MQOO_FAIL_IF_QUIESCING,
+            ),
+        )
+        .map_err(|e| mq_err(format!("cannot open {:?} for input", from.name), e))?
+        .discard_warning();
+        Ok((object, None))
     }
 
     /// Commits (or backs out) once every message of the unit of work is settled.
@@ -750,14 +775,9 @@ fn write_thread<L: MqLibrary>(
             return;
         }
     };
-    let mut open: HashMap<(String, Option<String>), Object<&Conn<L>>> = HashMap::new();
-    while let Ok(WriteCommand::Put {
-        queue,
-        message,
-        done,
-    }) = commands.recv()
-    {
-        let result = put(&conn, &mut open, &queue, &message);
+    let mut open: Outputs<'_, L> = HashMap::new();
+    while let Ok(WriteCommand::Put { to, message, done }) = commands.recv() {
+        let result = put(&conn, &mut open, &to, &message);
         let broken = matches!(&result, Err((_, true)));
         let _ = done.send(result.map_err(|(e, _)| e));
         if broken {
@@ -807,12 +827,15 @@ fn id24(id: Option<&Vec<u8>>) -> Option<[u8; 24]> {
     })
 }
 
-/// Puts `message` on `queue` outside syncpoint. The error says whether the
+/// The open output objects of a write connection, by destination and queue manager.
+type Outputs<'c, L> = HashMap<(Destination, Option<String>), Object<&'c Conn<L>>>;
+
+/// Puts (or publishes) `message` outside syncpoint. The error says whether the
 /// connection is lost.
 fn put<'c, L: MqLibrary>(
     conn: &'c Conn<L>,
-    open: &mut HashMap<(String, Option<String>), Object<&'c Conn<L>>>,
-    queue: &str,
+    open: &mut Outputs<'c, L>,
+    to: &Destination,
     message: &Message,
 ) -> Result<(), (BrokerError, bool)> {
     let not_lost = |e: BrokerError| (e, false);
@@ -827,35 +850,34 @@ fn put<'c, L: MqLibrary>(
     let target_qm = message
         .reply_to_manager
         .clone()
-        .filter(|_| message_type == constants::MQMT_REPLY);
-    let key = (queue.to_owned(), target_qm);
+        .filter(|_| message_type == constants::MQMT_REPLY && !to.topic);
+    let key = (to.clone(), target_qm);
     if !open.contains_key(&key) {
         if open.len() >= OPEN_OUTPUTS {
             open.clear();
         }
-        let name = QueueName::from_str(queue)
-            .map_err(|e| not_lost(mq_err(format!("queue name {queue:?}"), e)))?;
-        let qm = key
-            .1
-            .as_deref()
-            .map(QueueManagerName::from_str)
-            .transpose()
-            .map_err(|e| not_lost(mq_err("reply-to queue manager name", e)))?;
-        let object = Object::open(
-            conn,
-            &(
-                name,
-                qm,
-                constants::MQOO_OUTPUT | constants::MQOO_FAIL_IF_QUIESCING,
-            ),
-        )
-        .map_err(|e| {
-            (
-                mq_err(format!("cannot open {queue:?} for output"), &e),
-                connection_lost(e.2),
-            )
-        })?
-        .discard_warning();
+        let output = constants::MQOO_OUTPUT | constants::MQOO_FAIL_IF_QUIESCING;
+        let opened = if to.topic {
+            Object::open(conn, &(ObjectString(to.name.as_str()), output))
+        } else {
+            let name = QueueName::from_str(&to.name)
+                .map_err(|e| not_lost(mq_err(format!("queue name {:?}", to.name), e)))?;
+            let qm = key
+                .1
+                .as_deref()
+                .map(QueueManagerName::from_str)
+                .transpose()
+                .map_err(|e| not_lost(mq_err("reply-to queue manager name", e)))?;
+            Object::open(conn, &(name, qm, output))
+        };
+        let object = opened
+            .map_err(|e| {
+                (
+                    mq_err(format!("cannot open {to} for output"), &e),
+                    connection_lost(e.2),
+                )
+            })?
+            .discard_warning();
         open.insert(key.clone(), object);
     }
     let correl = id24(message.correlation_id.as_ref()).map(CorrelationId);
@@ -894,7 +916,7 @@ fn put<'c, L: MqLibrary>(
             // The queue may have been deleted or put-inhibited: open it afresh next time.
             open.remove(&key);
             Err((
-                mq_err(format!("MQPUT to {queue:?} failed"), &e),
+                mq_err(format!("MQPUT to {to} failed"), &e),
                 connection_lost(e.2),
             ))
         }

@@ -204,8 +204,15 @@ fn mock_mqi(fake: &Shared) -> Arc<MockMq> {
     m.expect_MQOPEN()
         .returning(move |_, od, _options, hobj, cc, rc| {
             let mut f = lock(&f);
-            let name = string(&od.ObjectName);
-            if !f.queues.contains_key(&name) {
+            let name = if od.ObjectType == 8 {
+                // MQOT_TOPIC: a publication target, by topic string.
+                // SAFETY: mqi points the topic string at bytes that outlive the call.
+                let topic = unsafe { ptr_text(od.ObjectString.VSPtr, od.ObjectString.VSLength) };
+                format!("TOPIC:{}", topic.unwrap_or_default())
+            } else {
+                string(&od.ObjectName)
+            };
+            if !name.starts_with("TOPIC:") && !f.queues.contains_key(&name) {
                 *cc = CC_FAILED;
                 *rc = RC_UNKNOWN_OBJECT_NAME;
                 return;
@@ -288,7 +295,38 @@ fn mock_mqi(fake: &Shared) -> Arc<MockMq> {
                 body: body.clone(),
                 options: pmo.Options,
             });
-            f.queue(&q).push_back((md, body));
+            match q.strip_prefix("TOPIC:") {
+                // A publication reaches the topic's subscription, if there is one.
+                Some(t) => {
+                    let managed = format!("MANAGED.{t}");
+                    if f.queues.contains_key(&managed) {
+                        f.queue(&managed).push_back((md, body));
+                    }
+                }
+                None => f.queue(&q).push_back((md, body)),
+            }
+            *cc = CC_OK;
+            *rc = RC_NONE;
+        });
+    let f = fake.clone();
+    m.expect_MQSUB()
+        .returning(move |_, sd, hobj, hsub, cc, rc| {
+            let mut f = lock(&f);
+            // SAFETY: mqi points the topic string at bytes that outlive the call.
+            let topic = unsafe { ptr_text(sd.ObjectString.VSPtr, sd.ObjectString.VSLength) }
+                .unwrap_or_default();
+            // A managed subscription: the queue manager makes a queue for it.
+            let managed = format!("MANAGED.{topic}");
+            f.queue(&managed);
+            f.next_handle += 1;
+            let h = f.next_handle;
+            f.objects.insert(h, managed);
+            if let Some(hobj) = hobj {
+                *hobj = h;
+            }
+            f.next_handle += 1;
+            *hsub = f.next_handle;
+            f.log.push(format!("SUB {topic} options {:#x}", sd.Options));
             *cc = CC_OK;
             *rc = RC_NONE;
         });
@@ -542,14 +580,22 @@ async fn a_missing_queue_is_a_clear_error_naming_it() {
         panic!("not an IBM MQ connection")
     };
     let broker = IbmMqBroker::new(mock_mqi(&fake), c);
-    let e = broker.receiver("NO.SUCH.QUEUE", 0).await.err().unwrap();
+    let e = broker
+        .receiver(&Destination::queue("NO.SUCH.QUEUE"), 0)
+        .await
+        .err()
+        .unwrap();
     assert!(
         e.to_string().contains("\"NO.SUCH.QUEUE\"")
             && e.to_string().contains("UNKNOWN_OBJECT_NAME"),
         "{e}"
     );
     let long = "Q".repeat(49);
-    let e = broker.receiver(&long, 1).await.err().unwrap();
+    let e = broker
+        .receiver(&Destination::queue(long.clone()), 1)
+        .await
+        .err()
+        .unwrap();
     assert!(e.to_string().contains(&long), "{e}");
 }
 
@@ -565,4 +611,38 @@ fn serving_without_the_client_library_says_where_it_looked_and_how_to_install_it
     assert!(m.contains("/nowhere/lib64, /opt/mqm/lib64"), "{m}");
     assert!(m.contains("MQ_INSTALLATION_PATH"), "{m}");
     assert!(m.contains("redistributable client"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publication_on_a_topic_is_answered_on_another_topic() {
+    let fake = fake_with_queues(&["DEV.DEAD.LETTER.QUEUE"]);
+    let m = json!({"mappingId": "prices", "connectionId": "qm1",
+        "request": {"destination": {"name": "dev/prices/request", "type": "TOPIC"}},
+        "response": {"destination": {"name": "dev/prices/reply", "type": "TOPIC"}, "text": "42"}});
+    let rt = serve(&fake, &[m]);
+    until(&fake, "the subscription", |f| {
+        f.log
+            .iter()
+            .any(|l| l.starts_with("SUB dev/prices/request"))
+    })
+    .await;
+    {
+        let mut f = lock(&fake);
+        let sub = f.log.iter().find(|l| l.starts_with("SUB")).unwrap().clone();
+        // MQSO_CREATE | MQSO_NON_DURABLE | MQSO_MANAGED (and FAIL_IF_QUIESCING).
+        let options = i64::from_str_radix(sub.rsplit("0x").next().unwrap(), 16).unwrap();
+        assert_eq!(options & 0x2, 0x2, "MQSO_CREATE: {sub}");
+        assert_eq!(options & 0x20, 0x20, "MQSO_MANAGED: {sub}");
+        let (md, body) = request(3, "{}", "");
+        f.queue("MANAGED.dev/prices/request").push_back((md, body));
+    }
+    until(&fake, "the reply and the commit", |f| {
+        f.puts.len() == 1 && f.log.iter().any(|l| l == "CMIT 1")
+    })
+    .await;
+    rt.shutdown().await;
+    let f = lock(&fake);
+    assert_eq!(f.puts[0].queue, "TOPIC:dev/prices/reply");
+    assert_eq!(f.puts[0].body, b"42");
+    assert_eq!(f.puts[0].md.CorrelId, [3; 24]);
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Message, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Receiver, Sender, Settle,
 };
 
 #[derive(Debug, Default)]
@@ -145,7 +145,7 @@ struct MemorySender {
 impl Sender for MemorySender {
     fn send<'a>(
         &'a self,
-        queue: &'a str,
+        to: &'a Destination,
         message: Message,
     ) -> BoxFuture<'a, Result<(), BrokerError>> {
         Box::pin(async move {
@@ -157,7 +157,8 @@ impl Sender for MemorySender {
             if fail {
                 return Err(BrokerError::new("put refused (test)"));
             }
-            self.broker.put(queue, message);
+            // A topic is a queue named `topic NAME` here: one subscriber, no fan-out.
+            self.broker.put(&to.to_string(), message);
             Ok(())
         })
     }
@@ -175,13 +176,13 @@ impl Broker for Shared {
 
     fn receiver<'a>(
         &'a self,
-        queue: &'a str,
+        from: &'a Destination,
         _index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
         Box::pin(async move {
             Ok(Box::new(MemoryReceiver {
                 broker: self.0.clone(),
-                queue: queue.to_owned(),
+                queue: from.to_string(),
             }) as Box<dyn Receiver>)
         })
     }

@@ -23,7 +23,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
-use super::transport::{Broker, Delivery, Message, Sender, Settle};
+use super::transport::{Broker, Delivery, Destination, Message, Sender, Settle};
 use crate::matching::pattern::Actual;
 use crate::metrics::{MappingStats, TransportMetrics};
 
@@ -41,7 +41,7 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// The mappings listening on one queue, best first.
 #[derive(Debug)]
 struct QueueService {
-    queue: String,
+    queue: Destination,
     mappings: Vec<(Arc<MqMapping>, Arc<MappingStats>)>,
     unmatched: Unmatched,
     metrics: Arc<TransportMetrics>,
@@ -92,7 +92,7 @@ fn transform_reply(
     mapping: &MqMapping,
     request: &Message,
     reply: &mut Message,
-    to: &mut String,
+    to: &mut Destination,
     delay: &mut Duration,
 ) -> Result<(), crate::plugin::PluginFailure> {
     use crate::plugin::wit;
@@ -105,7 +105,7 @@ fn transform_reply(
     };
     let ctx = t.context(&mapping.id, mapping.name.as_deref());
     let req = crate::plugin::mq_request(
-        &mapping.queue,
+        &mapping.queue.name,
         request.reply_to.as_deref(),
         id_text(&request.message_id).as_deref(),
         id_text(&request.correlation_id).as_deref(),
@@ -130,7 +130,7 @@ fn transform_reply(
     reply.body = bytes::Bytes::from(r.body);
     reply.properties = r.properties;
     if let Some(d) = r.destination.filter(|d| !d.is_empty()) {
-        *to = d;
+        *to = Destination::queue(d);
     }
     if let Some(ms) = r.delay_ms {
         *delay += Duration::from_millis(u64::from(ms));
@@ -141,7 +141,7 @@ fn transform_reply(
 /// A reply on its way to a sender.
 struct Job {
     delivery: Box<dyn Delivery>,
-    to: String,
+    to: Destination,
     reply: Message,
     read_at: Instant,
     delay: Duration,
@@ -339,7 +339,7 @@ async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
                 .response
                 .destination
                 .clone()
-                .or_else(|| message.reply_to.clone());
+                .or_else(|| message.reply_to.clone().map(Destination::queue));
             match to {
                 Some(mut to) => {
                     let mut reply = reply_for(mapping, message);
@@ -393,7 +393,7 @@ async fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Insta
             let reply = delivery.message().clone();
             Some(Job {
                 delivery,
-                to: to.clone(),
+                to: Destination::queue(to.clone()),
                 reply,
                 read_at,
                 delay: Duration::ZERO,

@@ -43,6 +43,40 @@ pub struct Message {
     pub message_type: Option<String>,
 }
 
+/// A queue, or a topic (publish/subscribe), by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Destination {
+    pub name: String,
+    pub topic: bool,
+}
+
+impl Destination {
+    pub fn queue(name: impl Into<String>) -> Destination {
+        Destination {
+            name: name.into(),
+            topic: false,
+        }
+    }
+
+    pub fn topic(name: impl Into<String>) -> Destination {
+        Destination {
+            name: name.into(),
+            topic: true,
+        }
+    }
+}
+
+/// `ORDERS` for a queue, `topic prices/ACME` for a topic: for messages.
+impl std::fmt::Display for Destination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.topic {
+            write!(f, "topic {}", self.name)
+        } else {
+            f.write_str(&self.name)
+        }
+    }
+}
+
 /// What to do with a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settle {
@@ -58,7 +92,7 @@ pub enum Settle {
 /// A received message that must be settled once.
 pub trait Delivery: Send {
     fn message(&self) -> &Message;
-    /// The queue it came from.
+    /// The queue (or topic subscription) it came from.
     fn queue(&self) -> &str;
     fn settle(self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>>;
 }
@@ -74,7 +108,7 @@ pub trait Receiver: Send {
 pub trait Sender: Send + Sync {
     fn send<'a>(
         &'a self,
-        queue: &'a str,
+        to: &'a Destination,
         message: Message,
     ) -> BoxFuture<'a, Result<(), BrokerError>>;
 }
@@ -85,7 +119,7 @@ pub trait Broker: Send + Sync {
     fn describe(&self) -> String;
     fn receiver<'a>(
         &'a self,
-        queue: &'a str,
+        from: &'a Destination,
         index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>>;
     fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>>;
