@@ -49,12 +49,14 @@ use mqi::connection::{
 use mqi::get::{GetConvert, GetWait};
 use mqi::header::TextEnc;
 use mqi::open::ObjectString;
-use mqi::string::CCSID;
+use mqi::properties::{INQUIRE_ALL_USR, Name, Value};
+use mqi::string::{CCSID, EncodedString as _};
+use mqi::types::MQCMHO;
 use mqi::types::{
     ApplName, CipherSpec, CorrelationId, MessageFormat, MessageId, QueueManagerName, QueueName,
     ReplyToQueueManagerName, ReplyToQueueName,
 };
-use mqi::{Library, Object, Subscription, Syncpoint, constants, structs};
+use mqi::{Library, Object, Properties, Subscription, Syncpoint, constants, structs};
 use tokio::sync::{mpsc, oneshot};
 
 use super::config::IbmMqConfig;
@@ -483,7 +485,16 @@ fn read_thread<L: MqLibrary>(
             return;
         }
     };
+    let properties = match Properties::new(&conn, MQCMHO::default()) {
+        Ok(p) => p,
+        Err(e) => {
+            alive.store(false, Ordering::Release);
+            refuse_opens(commands, &mq_err("MQCRTMH failed", e));
+            return;
+        }
+    };
     let mut reader = Reader {
+        properties,
         conn: &conn,
         inputs: Vec::new(),
         uow: UnitOfWork::default(),
@@ -529,6 +540,8 @@ struct Reader<'c, L: MqLibrary> {
     empty: usize,
     closing: Option<Instant>,
     me: std_mpsc::Sender<ReadCommand>,
+    /// The message handle each MQGET fills with the message's properties.
+    properties: Properties<&'c Conn<L>>,
 }
 
 impl<'c, L: MqLibrary> Reader<'c, L> {
@@ -656,24 +669,31 @@ impl<'c, L: MqLibrary> Reader<'c, L> {
     /// One MQGET on the next queue in turn; a message goes to its receiver.
     fn get_one(&mut self) -> Result<(), BrokerError> {
         let n = self.inputs.len();
+        if n == 0 {
+            return Ok(());
+        }
         let i = self.turn % n;
+        // Milliseconds to wait; `None`: do not wait.
         let wait = if n == 1 {
-            GetWait::Wait(if self.uow.got > 0 {
+            Some(if self.uow.got > 0 {
                 WAIT_MANY
             } else {
                 WAIT_ONE
             })
         } else if self.empty >= n {
-            GetWait::Wait(WAIT_MANY)
+            Some(WAIT_MANY)
         } else {
-            GetWait::NoWait
+            None
         };
-        let options = (
-            wait,
-            constants::MQGMO_SYNCPOINT | constants::MQGMO_FAIL_IF_QUIESCING,
-            GetConvert::ConvertTo(CCSID(1208), constants::MQENC_NATIVE),
-        );
         let got = loop {
+            let options = (
+                wait.map_or(GetWait::NoWait, GetWait::Wait),
+                constants::MQGMO_SYNCPOINT
+                    | constants::MQGMO_FAIL_IF_QUIESCING
+                    | constants::MQGMO_PROPERTIES_IN_HANDLE,
+                GetConvert::ConvertTo(CCSID(1208), constants::MQENC_NATIVE),
+                &mut self.properties,
+            );
             let input = &self.inputs[i];
             let result = input
                 .object
@@ -710,8 +730,10 @@ impl<'c, L: MqLibrary> Reader<'c, L> {
         self.empty = 0;
         self.uow.got += 1;
         let input = &self.inputs[i];
+        let mut message = message_from(body, &md);
+        message.properties = user_properties(&self.properties);
         let delivery = MqDelivery {
-            message: message_from(body, &md),
+            message,
             queue: input.name.clone(),
             uow: self.uow.id,
             settle: self.me.clone(),
@@ -727,6 +749,41 @@ impl<'c, L: MqLibrary> Reader<'c, L> {
         }
         Ok(())
     }
+}
+
+/// The message's user properties (`usr.*`, where JMS application properties are),
+/// as text, named without the `usr.` folder: what mapping property matchers see.
+fn user_properties<C: mqi::connection::AsConnection>(p: &Properties<C>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let options = constants::MQIMPO_CONVERT_VALUE | constants::MQIMPO_CONVERT_TYPE;
+    for item in p.property_iter::<(Value, Name<String>), _>(INQUIRE_ALL_USR, options) {
+        let Ok(c) = item else { break };
+        let (value, Name(name)) = c.discard_warning();
+        let name = name.strip_prefix("usr.").unwrap_or(&name).to_owned();
+        let value = match value {
+            Value::Boolean(b) => b.to_string(),
+            Value::Int8(n) => n.to_string(),
+            Value::Int16(n) => n.to_string(),
+            Value::Int32(n) => n.to_string(),
+            Value::Int64(n) => n.to_string(),
+            Value::Float32(n) => n.to_string(),
+            Value::Float64(n) => n.to_string(),
+            Value::ByteString(b) => b.iter().map(|x| format!("{x:02X}")).collect(),
+            Value::String(s) => {
+                // Values come in the client's CCSID: UTF-8 as is, another (ISO 8859-1
+                // and its ASCII subsets, as a C locale gives) byte for byte.
+                let bytes: Vec<u8> = s.data().iter().map(|&c| c as u8).collect();
+                if s.ccsid() == 1208 {
+                    String::from_utf8_lossy(&bytes).into_owned()
+                } else {
+                    bytes.iter().map(|&b| char::from(b)).collect()
+                }
+            }
+            Value::Null => String::new(),
+        };
+        out.push((name, value));
+    }
+    out
 }
 
 fn text(chars: &[libmqm_sys::MQCHAR]) -> Option<String> {
@@ -895,6 +952,24 @@ fn put<'c, L: MqLibrary>(
         .as_deref()
         .filter(|_| message_type != constants::MQMT_REPLY)
         .and_then(|q| ReplyToQueueManagerName::from_str(q).ok());
+    // The reply's properties (`response.properties`) go in a message handle.
+    let mut properties = if message.properties.is_empty() {
+        None
+    } else {
+        let p = Properties::new(conn, MQCMHO::default())
+            .map_err(|e| (mq_err("MQCRTMH failed", &e), connection_lost(e.2)))?;
+        for (name, value) in &message.properties {
+            p.set_property(name.as_str(), value.as_str(), constants::MQSMPO_SET_FIRST)
+                .map_err(|e| {
+                    (
+                        mq_err(format!("cannot set the property {name:?}"), &e),
+                        connection_lost(e.2),
+                    )
+                })?
+                .discard_warning();
+        }
+        Some(p)
+    };
     let options = (
         constants::MQPMO_NO_SYNCPOINT | constants::MQPMO_FAIL_IF_QUIESCING,
         new_id,
@@ -903,6 +978,7 @@ fn put<'c, L: MqLibrary>(
         msg_id,
         reply_to,
         reply_to_qm,
+        properties.as_mut(),
     );
     let format = MessageFormat {
         ccsid: CCSID(1208),

@@ -81,6 +81,7 @@ struct Put {
     md: mq::MQMD,
     body: Vec<u8>,
     options: i32,
+    properties: Vec<(String, String)>,
 }
 
 #[derive(Default)]
@@ -101,6 +102,10 @@ struct Fake {
     break_next_get: bool,
     /// Puts to these queues fail with MQRC_PUT_INHIBITED, this many times.
     inhibit: HashMap<String, usize>,
+    /// Message properties, by message id.
+    properties: HashMap<[u8; 24], Vec<(String, String)>>,
+    /// Per message handle: its properties and the next one MQINQMP returns.
+    handles: HashMap<i64, (Vec<(String, String)>, usize)>,
 }
 
 impl Fake {
@@ -263,6 +268,10 @@ fn mock_mqi(fake: &Shared) -> Arc<MockMq> {
                 std::ptr::copy_nonoverlapping(body.as_ptr(), buffer.cast::<u8>(), body.len());
             }
             f.log.push(format!("GET {q}"));
+            if gmo.MsgHandle != 0 {
+                let props = f.properties.get(&m.MsgId).cloned().unwrap_or_default();
+                f.handles.insert(gmo.MsgHandle, (props, 0));
+            }
             if gmo.Options & GMO_SYNCPOINT != 0 {
                 f.uncommitted.entry(hconn).or_default().push((q, m, body));
             }
@@ -289,11 +298,17 @@ fn mock_mqi(fake: &Shared) -> Arc<MockMq> {
                 )
             };
             f.log.push(format!("PUT {q}"));
+            let properties = f
+                .handles
+                .get(&pmo.OriginalMsgHandle)
+                .map(|h| h.0.clone())
+                .unwrap_or_default();
             f.puts.push(Put {
                 queue: q.clone(),
                 md,
                 body: body.clone(),
                 options: pmo.Options,
+                properties,
             });
             match q.strip_prefix("TOPIC:") {
                 // A publication reaches the topic's subscription, if there is one.
@@ -330,6 +345,81 @@ fn mock_mqi(fake: &Shared) -> Arc<MockMq> {
             *cc = CC_OK;
             *rc = RC_NONE;
         });
+    let f = fake.clone();
+    m.expect_MQCRTMH().returning(move |_, _, hmsg, cc, rc| {
+        let mut f = lock(&f);
+        f.next_handle += 1;
+        *hmsg = i64::from(f.next_handle);
+        f.handles.insert(*hmsg, (Vec::new(), 0));
+        *cc = CC_OK;
+        *rc = RC_NONE;
+    });
+    let f = fake.clone();
+    m.expect_MQDLTMH().returning(move |_, hmsg, _, cc, rc| {
+        lock(&f).handles.remove(hmsg);
+        *hmsg = 0;
+        *cc = CC_OK;
+        *rc = RC_NONE;
+    });
+    let f = fake.clone();
+    m.expect_MQSETMP()
+        .returning(move |_, hmsg, _, name, _, typ, len, value, cc, rc| {
+            // SAFETY: mqi points the name and the value at bytes that outlive the call.
+            let (name, value) = unsafe {
+                (
+                    ptr_text(name.VSPtr, name.VSLength).unwrap_or_default(),
+                    ptr_text(value, len).unwrap_or_default(),
+                )
+            };
+            assert_eq!(typ, 1024, "MQTYPE_STRING");
+            lock(&f)
+                .handles
+                .get_mut(&hmsg)
+                .unwrap()
+                .0
+                .push((name, value));
+            *cc = CC_OK;
+            *rc = RC_NONE;
+        });
+    let f = fake.clone();
+    m.expect_MQINQMP().returning(
+        move |_, hmsg, impo, _name, _, typ, value_len, value, data_len, cc, rc| {
+            let mut f = lock(&f);
+            let (props, next) = f.handles.get_mut(&hmsg).unwrap();
+            let Some((name, v)) = props.get(*next).cloned() else {
+                *cc = CC_FAILED;
+                *rc = 2471; // MQRC_PROPERTY_NOT_AVAILABLE
+                return;
+            };
+            let full = format!("usr.{name}");
+            *data_len = v.len() as i32;
+            if v.len() > value_len as usize || full.len() > impo.ReturnedName.VSBufSize as usize {
+                *cc = CC_FAILED;
+                *rc = if v.len() > value_len as usize {
+                    2469
+                } else {
+                    2465
+                };
+                return;
+            }
+            *next += 1;
+            // SAFETY: mqi passes buffers of the sizes it gives.
+            unsafe {
+                std::ptr::copy_nonoverlapping(v.as_ptr(), value.cast::<u8>(), v.len());
+                std::ptr::copy_nonoverlapping(
+                    full.as_ptr(),
+                    impo.ReturnedName.VSPtr.cast::<u8>(),
+                    full.len(),
+                );
+            }
+            impo.ReturnedName.VSLength = full.len() as i32;
+            impo.ReturnedName.VSCCSID = 1208;
+            impo.ReturnedCCSID = 1208;
+            *typ = 1024;
+            *cc = CC_OK;
+            *rc = RC_NONE;
+        },
+    );
     let f = fake.clone();
     m.expect_MQCMIT().returning(move |hconn, cc, rc| {
         let mut f = lock(&f);
@@ -645,4 +735,42 @@ async fn a_publication_on_a_topic_is_answered_on_another_topic() {
     assert_eq!(f.puts[0].queue, "TOPIC:dev/prices/reply");
     assert_eq!(f.puts[0].body, b"42");
     assert_eq!(f.puts[0].md.CorrelId, [3; 24]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_properties_are_matched_and_set_on_the_reply() {
+    let fake = fake_with_queues(&["DEV.QUEUE.1", "DEV.QUEUE.2", "DEV.DEAD.LETTER.QUEUE"]);
+    {
+        let mut f = lock(&fake);
+        for (id, channel) in [(1u8, "web"), (2, "batch")] {
+            let (md, body) = request(id, "<order/>", "DEV.QUEUE.2");
+            f.properties
+                .insert(md.MsgId, vec![("channel".into(), channel.into())]);
+            f.queue("DEV.QUEUE.1").push_back((md, body));
+        }
+    }
+    let mut m = mapping();
+    m["request"]["properties"] = json!({"channel": {"equalTo": "web"}});
+    m["response"]["properties"] = json!({"served-by": "decoy"});
+    let rt = serve(&fake, &[m]);
+    until(&fake, "a reply and a move", |f| {
+        f.puts.len() == 2
+            && f.uncommitted.values().all(Vec::is_empty)
+            && f.queues["DEV.QUEUE.1"].is_empty()
+    })
+    .await;
+    rt.shutdown().await;
+    let f = lock(&fake);
+    let reply = f.puts.iter().find(|p| p.queue == "DEV.QUEUE.2").unwrap();
+    assert_eq!(reply.md.CorrelId, [1; 24], "the web request is answered");
+    assert_eq!(
+        reply.properties,
+        vec![("served-by".to_owned(), "decoy".to_owned())]
+    );
+    let moved = f
+        .puts
+        .iter()
+        .find(|p| p.queue == "DEV.DEAD.LETTER.QUEUE")
+        .unwrap();
+    assert_eq!(moved.md.MsgId, [2; 24], "the batch one is not matched");
 }
