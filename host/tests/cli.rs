@@ -333,4 +333,31 @@ fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library()
     assert!(err.contains("no-mq-here/lib64"), "{err}");
     assert!(err.contains("/opt/mqm/lib64"), "{err}");
     assert!(err.contains("MQ_INSTALLATION_PATH"), "{err}");
+
+    // A file of that name that is not a loadable library: said as plainly.
+    let lib = dir.path().join("bad-mq/lib64");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libmqm_r.so"), "not a library").unwrap();
+    let out = decoy()
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--bind-address",
+            "127.0.0.1",
+            "--no-watch",
+            "--root-dir",
+        ])
+        .arg(dir.path())
+        .env("MQ_INSTALLATION_PATH", dir.path().join("bad-mq"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is an IBM MQ connection: cannot load")
+            && err.contains("bad-mq/lib64/libmqm_r.so"),
+        "{err}"
+    );
 }

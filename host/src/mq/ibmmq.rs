@@ -166,12 +166,13 @@ unsafe impl<'a> ConnectOption<'a> for PeerName<'a> {
     }
 }
 
-type Conn<L> = mqi::Connection<L, ThreadNone>;
+/// A connection handle, used only on the thread that made it.
+pub type Conn<L> = mqi::Connection<L, ThreadNone>;
 
 /// MQCONNX as a client: channel, host and port as an MQSERVER string would give
 /// them, the queue manager's name, user and password in an MQCSP, and TLS when a
 /// cipher is named (the key repository is the client's: `MQSSLKEYR`).
-fn connect<L: MqLibrary>(lib: L, c: &IbmMqConfig) -> Result<Conn<L>, BrokerError> {
+pub fn connect<L: MqLibrary>(lib: L, c: &IbmMqConfig) -> Result<Conn<L>, BrokerError> {
     let server = format!("{}/TCP/{}({})", c.channel, c.hostname, c.port);
     let server = MqServer::try_from(server.as_str())
         .map_err(|e| mq_err(format!("channel {:?} on {}", c.channel, c.hostname), e))?;
