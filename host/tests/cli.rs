@@ -287,6 +287,26 @@ fn validate_checks_mq_files_with_the_file_mapping_field_and_reason() {
     );
 }
 
+/// `decoy serve` of `root` with `MQ_INSTALLATION_PATH` at `root/mq` (and no
+/// `LD_LIBRARY_PATH`), run until it exits.
+fn serve_with_mq_installation(root: &std::path::Path, mq: &str) -> std::process::Output {
+    decoy()
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--bind-address",
+            "127.0.0.1",
+            "--no-watch",
+            "--root-dir",
+        ])
+        .arg(root)
+        .env("MQ_INSTALLATION_PATH", root.join(mq))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library() {
     let dir = root(&[
@@ -309,21 +329,7 @@ fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library()
                 "receiveThreads": 5, "sendThreads": 5}"#,
         ),
     ]);
-    let out = decoy()
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--bind-address",
-            "127.0.0.1",
-            "--no-watch",
-            "--root-dir",
-        ])
-        .arg(dir.path())
-        .env("MQ_INSTALLATION_PATH", dir.path().join("no-mq-here"))
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .unwrap();
+    let out = serve_with_mq_installation(dir.path(), "no-mq-here");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -338,21 +344,7 @@ fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library()
     let lib = dir.path().join("bad-mq/lib64");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(lib.join("libmqm_r.so"), "not a library").unwrap();
-    let out = decoy()
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--bind-address",
-            "127.0.0.1",
-            "--no-watch",
-            "--root-dir",
-        ])
-        .arg(dir.path())
-        .env("MQ_INSTALLATION_PATH", dir.path().join("bad-mq"))
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .unwrap();
+    let out = serve_with_mq_installation(dir.path(), "bad-mq");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(

@@ -969,3 +969,25 @@ fn parse_response(
         Err(errors)
     }
 }
+
+/// Reads MQ files written for a test: one connection and `mappings` (one file each).
+/// Panics on a problem, so a test's own files are always clean.
+#[cfg(test)]
+pub(crate) fn load_for_test(
+    connection: &serde_json::Value,
+    mappings: &[serde_json::Value],
+) -> MqLoad {
+    #![allow(clippy::unwrap_used)]
+    let dir = tempfile::tempdir().unwrap();
+    let write = |rel: &str, v: &serde_json::Value| {
+        std::fs::write(dir.path().join(rel), v.to_string()).unwrap();
+    };
+    write("mq-connections.json", &serde_json::json!([connection]));
+    std::fs::create_dir(dir.path().join("mq-mappings")).unwrap();
+    for (i, m) in mappings.iter().enumerate() {
+        write(&format!("mq-mappings/{i:02}.json"), m);
+    }
+    let load = load(dir.path());
+    assert!(load.problems.is_empty(), "{:?}", load.problems);
+    load
+}

@@ -74,6 +74,8 @@ const MAX_MESSAGE: usize = 100 * 1024 * 1024;
 const WAIT_ONE: i32 = 200;
 /// Wait per queue after an empty round over several.
 const WAIT_MANY: i32 = 20;
+/// The pause before a unit of work whose reply failed is backed out.
+const BACKOUT_PAUSE: Duration = Duration::from_millis(100);
 /// How long a closing read connection waits for its last replies.
 const CLOSE_WAIT: Duration = Duration::from_secs(15);
 /// Output queues a write connection keeps open.
@@ -656,6 +658,9 @@ impl<'c, L: MqLibrary> Reader<'c, L> {
         }
         let sync = Syncpoint::new(self.conn);
         let result = if self.uow.back_out {
+            // What made a reply fail (a full or put-inhibited queue) usually lasts a
+            // while: pause before the requests come back, rather than spin.
+            std::thread::sleep(BACKOUT_PAUSE);
             sync.backout().map_err(|e| mq_err("MQBACK failed", e))
         } else {
             sync.commit().map_err(|e| mq_err("MQCMIT failed", e))
@@ -866,6 +871,17 @@ fn connection_lost(rc: mqi::types::MQRC) -> bool {
     .contains(&rc)
 }
 
+/// Reason codes for a destination that does not exist.
+fn unknown_destination(rc: mqi::types::MQRC) -> bool {
+    [
+        constants::MQRC_UNKNOWN_OBJECT_NAME,
+        constants::MQRC_UNKNOWN_REMOTE_Q_MGR,
+        constants::MQRC_UNKNOWN_ALIAS_BASE_Q,
+        constants::MQRC_UNKNOWN_XMIT_Q,
+    ]
+    .contains(&rc)
+}
+
 /// The 8-character MQMD format for a mapping's format name (`MQSTR` → `MQSTR   `).
 fn format_field(name: Option<&str>) -> mqi::MqChar<8> {
     let mut f = [b' ' as libmqm_sys::MQCHAR; 8];
@@ -928,14 +944,21 @@ fn put<'c, L: MqLibrary>(
                 .map_err(|e| not_lost(mq_err("reply-to queue manager name", e)))?;
             Object::open(conn, &(name, qm, output))
         };
-        let object = opened
-            .map_err(|e| {
-                (
+        let object = match opened {
+            Ok(o) => o.discard_warning(),
+            Err(e) if unknown_destination(e.2) => {
+                // As RabbitMQ returns a message for a queue that does not exist: putting
+                // it again could not succeed, so the request is not sent back to loop.
+                tracing::warn!("a message for {to} was dropped: {e} (no such queue)");
+                return Ok(());
+            }
+            Err(e) => {
+                return Err((
                     mq_err(format!("cannot open {to} for output"), &e),
                     connection_lost(e.2),
-                )
-            })?
-            .discard_warning();
+                ));
+            }
+        };
         open.insert(key.clone(), object);
     }
     let correl = id24(message.correlation_id.as_ref()).map(CorrelationId);

@@ -450,22 +450,7 @@ fn connection() -> serde_json::Value {
 
 /// The runtime serving `mappings` over the adapter and the fake queue manager.
 fn serve(fake: &Shared, mappings: &[serde_json::Value]) -> MqRuntime {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("mq-connections.json"),
-        json!([connection()]).to_string(),
-    )
-    .unwrap();
-    std::fs::create_dir(dir.path().join("mq-mappings")).unwrap();
-    for (i, m) in mappings.iter().enumerate() {
-        std::fs::write(
-            dir.path().join(format!("mq-mappings/{i:02}.json")),
-            m.to_string(),
-        )
-        .unwrap();
-    }
-    let load = config::load(dir.path());
-    assert!(load.problems.is_empty(), "{:?}", load.problems);
+    let load = config::load_for_test(&connection(), mappings);
     let config::ConnectionKind::IbmMq(c) = load.connections[0].kind.clone() else {
         panic!("not an IBM MQ connection")
     };
@@ -659,13 +644,7 @@ async fn delayed_replies_are_all_sent_and_a_large_message_is_read_whole() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_queue_is_a_clear_error_naming_it() {
     let fake = fake_with_queues(&["DEV.QUEUE.2"]);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("mq-connections.json"),
-        json!([connection()]).to_string(),
-    )
-    .unwrap();
-    let load = config::load(dir.path());
+    let load = config::load_for_test(&connection(), &[]);
     let config::ConnectionKind::IbmMq(c) = load.connections[0].kind.clone() else {
         panic!("not an IBM MQ connection")
     };
@@ -773,4 +752,18 @@ async fn message_properties_are_matched_and_set_on_the_reply() {
         .find(|p| p.queue == "DEV.DEAD.LETTER.QUEUE")
         .unwrap();
     assert_eq!(moved.md.MsgId, [2; 24], "the batch one is not matched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_to_a_queue_that_does_not_exist_is_dropped_and_the_request_committed() {
+    let fake = fake_with_queues(&["DEV.QUEUE.1", "DEV.DEAD.LETTER.QUEUE"]);
+    let (md, body) = request(5, "<order/>", "NO.SUCH.REPLY.QUEUE");
+    lock(&fake).queue("DEV.QUEUE.1").push_back((md, body));
+    let rt = serve(&fake, &[mapping()]);
+    until(&fake, "the commit", |f| f.log.iter().any(|l| l == "CMIT 1")).await;
+    rt.shutdown().await;
+    let f = lock(&fake);
+    assert!(f.puts.is_empty());
+    assert!(!f.log.iter().any(|l| l.starts_with("BACK")), "{:?}", f.log);
+    assert!(f.queues["DEV.QUEUE.1"].is_empty());
 }

@@ -503,26 +503,11 @@ mod tests {
         mappings: &[serde_json::Value],
         unmatched: serde_json::Value,
     ) -> (Arc<MemoryBroker>, MqRuntime, Arc<TransportMetrics>) {
-        let dir = tempfile::tempdir().unwrap();
         let mut conn = json!({"connectionId": "mem", "connectionData": {"type": "amqp", "uri": "amqp://unused"}});
         if !unmatched.is_null() {
             conn["connectionData"]["unmatched"] = unmatched;
         }
-        std::fs::write(
-            dir.path().join("mq-connections.json"),
-            json!([conn]).to_string(),
-        )
-        .unwrap();
-        std::fs::create_dir(dir.path().join("mq-mappings")).unwrap();
-        for (i, m) in mappings.iter().enumerate() {
-            std::fs::write(
-                dir.path().join(format!("mq-mappings/{i:02}.json")),
-                m.to_string(),
-            )
-            .unwrap();
-        }
-        let load = config::load(dir.path());
-        assert!(load.problems.is_empty(), "{:?}", load.problems);
+        let load = config::load_for_test(&conn, mappings);
         let broker = MemoryBroker::new();
         let metrics = Arc::new(TransportMetrics::default());
         let m = metrics.clone();

@@ -20,7 +20,7 @@
 //! boolean as text, and a list or object as JSON; used as a subexpression
 //! (`{{#each (jsonPath request.body '$.items')}}`) it gives the value itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use handlebars::{
     Context, Handlebars, Helper, HelperDef, HelperResult, Output, RenderContext, RenderError,
@@ -221,15 +221,57 @@ fn json_path(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
     })
 }
 
-fn xpath_eval(xml: &str, expr: &str) -> Result<Value, String> {
-    let package =
-        sxd_document::parser::parse(xml).map_err(|e| format!("the input is not XML: {e:?}"))?;
-    let doc = package.as_document();
-    let factory = sxd_xpath::Factory::new();
-    let xpath = factory
+thread_local! {
+    /// The last XML document parsed, with its text: a template usually takes several
+    /// values from the same request body (Traffic Parrot's replies take two), and
+    /// parsing is most of an `xPath` call's cost.
+    static LAST_DOC: std::cell::RefCell<Option<(String, sxd_document::Package)>> =
+        const { std::cell::RefCell::new(None) };
+    /// Compiled XPath expressions, by text (a template's expressions are few and
+    /// fixed; the cache is emptied if it ever holds more than 256).
+    static XPATHS: std::cell::RefCell<HashMap<String, std::rc::Rc<sxd_xpath::XPath>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+fn compiled_xpath(expr: &str) -> Result<std::rc::Rc<sxd_xpath::XPath>, String> {
+    if let Some(x) = XPATHS.with_borrow(|m| m.get(expr).cloned()) {
+        return Ok(x);
+    }
+    let xpath = sxd_xpath::Factory::new()
         .build(expr)
         .map_err(|e| format!("bad XPath {expr:?}: {e}"))?
         .ok_or_else(|| format!("empty XPath {expr:?}"))?;
+    let xpath = std::rc::Rc::new(xpath);
+    XPATHS.with_borrow_mut(|m| {
+        if m.len() >= 256 {
+            m.clear();
+        }
+        m.insert(expr.to_owned(), xpath.clone());
+    });
+    Ok(xpath)
+}
+
+fn xpath_eval(xml: &str, expr: &str) -> Result<Value, String> {
+    let xpath = compiled_xpath(expr)?;
+    LAST_DOC.with_borrow_mut(|last| {
+        if last.as_ref().is_none_or(|(text, _)| text != xml) {
+            let package = sxd_document::parser::parse(xml)
+                .map_err(|e| format!("the input is not XML: {e:?}"))?;
+            *last = Some((xml.to_owned(), package));
+        }
+        let Some((_, package)) = last.as_ref() else {
+            return Err("no document".to_owned());
+        };
+        xpath_value(&xpath, expr, package)
+    })
+}
+
+fn xpath_value(
+    xpath: &sxd_xpath::XPath,
+    expr: &str,
+    package: &sxd_document::Package,
+) -> Result<Value, String> {
+    let doc = package.as_document();
     let context = sxd_xpath::Context::new();
     let v = xpath
         .evaluate(&context, doc.root())

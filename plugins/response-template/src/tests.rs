@@ -119,6 +119,13 @@ fn json_and_xml_helpers() {
         render_for("{{xPath request.body 'count(/order/item)'}}", &xml),
         "2"
     );
+    // The parsed document is kept for the next call: a different body is parsed
+    // afresh, and the first one's values come back right after.
+    let other = http("POST", "/x", &[], "<order><id>18</id></order>");
+    let both = "{{xPath request.body '/order/id/text()'}}";
+    assert_eq!(render_for(both, &other), "18");
+    assert_eq!(render_for(both, &xml), "17");
+    assert_eq!(render_for(both, &other), "18");
 }
 
 #[test]
