@@ -31,6 +31,11 @@
 //! A failed connection ends its thread; the runtime asks for a new receiver or
 //! sender with backoff and the thread is started again. What was not committed is
 //! backed out by the queue manager and delivered again.
+//!
+//! A topic is a managed, non-durable subscription (MQSUB) read like a queue, and a
+//! reply to a topic is published by topic string. A request's user properties
+//! (`usr.*`) are read through a message handle filled by each MQGET; a reply's are
+//! set on a handle of its own (MQSETMP).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
