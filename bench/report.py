@@ -237,7 +237,8 @@ no `plugins/` folder {fmt(none, 1)} ms; with 100 unreferenced 750 KB plugins in 
 Per call, in-process (`host/examples/plugin-calls.rs`, median of 5 rounds): a trivial
 Rust transformer on a warm instance {fmt(pc.get("trivial_warm_us"), 1)} µs, on a fresh instance per call
 (`isolation: per-request`) {fmt(pc.get("trivial_fresh_us"), 1)} µs; response-template rendering the
-template above on a warm instance {fmt(pc.get("template_warm_us"), 1)} µs.
+template above on a warm instance {fmt(pc.get("template_warm_us"), 1)} µs, and Traffic Parrot's MQ
+reply (two `xPath` values from a 490-byte request) {fmt(pc.get("xpath_template_warm_us"), 1)} µs.
 
 | target | measured | goal | |
 |---|---|---|---|

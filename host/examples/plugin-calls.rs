@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use decoy::plugin::{Plugins, http_request_for, wit};
+use decoy::plugin::{Plugins, http_request_for, mq_request, wit};
 use decoy::request::RequestSnapshot;
 
 fn per_call_us(rounds: usize, calls: usize, mut f: impl FnMut()) -> f64 {
@@ -91,8 +91,40 @@ fn main() {
     let template_us = per_call_us(5, 20_000, || {
         template.transform(&t, &request, &templated).expect("call");
     });
+    // Traffic Parrot's MQ reply: two values taken from a 490-byte request by XPath.
+    let mut body =
+        String::from("<quoteRequest><symbol>ACME</symbol><account>ACC-000042</account><note>");
+    while body.len() < 490 - "</note></quoteRequest>".len() {
+        body.push('x');
+    }
+    body.push_str("</note></quoteRequest>");
+    let mq = mq_request(
+        "REQ",
+        Some("REPLY"),
+        Some("ID1"),
+        None,
+        Vec::new(),
+        body.as_bytes(),
+    );
+    let xpath_reply = wit::Response::Mq(wit::MqReply {
+        body: b"<quote><symbol>{{xPath request.body '/quoteRequest/symbol/text()'}}</symbol><account>{{xPath request.body '/quoteRequest/account/text()'}}</account></quote>".to_vec(),
+        properties: Vec::new(),
+        destination: None,
+        delay_ms: None,
+    });
+    let out = template.transform(&t, &mq, &xpath_reply).expect("renders");
+    let wit::Response::Mq(m) = out else {
+        panic!("mq")
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&m.body),
+        "<quote><symbol>ACME</symbol><account>ACC-000042</account></quote>"
+    );
+    let xpath_us = per_call_us(5, 5_000, || {
+        template.transform(&t, &mq, &xpath_reply).expect("call");
+    });
     println!(
-        "{{\"trivial_warm_us\": {warm_us:.2}, \"trivial_fresh_us\": {fresh_us:.2}, \"template_warm_us\": {template_us:.2}}}"
+        "{{\"trivial_warm_us\": {warm_us:.2}, \"trivial_fresh_us\": {fresh_us:.2}, \"template_warm_us\": {template_us:.2}, \"xpath_template_warm_us\": {xpath_us:.2}}}"
     );
     let _ = std::fs::remove_dir_all(&cache);
 }

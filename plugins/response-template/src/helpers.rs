@@ -231,6 +231,9 @@ thread_local! {
     /// fixed; the cache is emptied if it ever holds more than 256).
     static XPATHS: std::cell::RefCell<HashMap<String, std::rc::Rc<sxd_xpath::XPath>>> =
         std::cell::RefCell::new(HashMap::new());
+    /// The evaluation context: XPath's core function library, which `Context::new`
+    /// builds afresh (a map of boxed functions) each time it is called.
+    static XPATH_CONTEXT: sxd_xpath::Context<'static> = sxd_xpath::Context::new();
 }
 
 fn compiled_xpath(expr: &str) -> Result<std::rc::Rc<sxd_xpath::XPath>, String> {
@@ -272,9 +275,8 @@ fn xpath_value(
     package: &sxd_document::Package,
 ) -> Result<Value, String> {
     let doc = package.as_document();
-    let context = sxd_xpath::Context::new();
-    let v = xpath
-        .evaluate(&context, doc.root())
+    let v = XPATH_CONTEXT
+        .with(|context| xpath.evaluate(context, doc.root()))
         .map_err(|e| format!("XPath {expr:?} failed: {e}"))?;
     Ok(match v {
         sxd_xpath::Value::Nodeset(nodes) => {
