@@ -282,51 +282,47 @@ impl<L: MqLibrary> IbmMqBroker<L> {
     /// The command channel of read connection `index`, starting its thread when it
     /// is not running.
     fn read_worker(&self, index: usize) -> std_mpsc::Sender<ReadCommand> {
-        let mut slot = lock(&self.read[index % self.read.len()]);
-        if let Some(w) = slot.as_ref().filter(|w| w.alive()) {
-            return w.commands.clone();
-        }
-        let (tx, rx) = std_mpsc::channel();
-        let alive = Arc::new(AtomicBool::new(true));
-        let (lib, config, me, flag) = (
-            self.lib.clone(),
-            self.config.clone(),
-            tx.clone(),
-            alive.clone(),
-        );
-        let spawned = std::thread::Builder::new()
-            .name(format!("ibmmq-read-{index}"))
-            .spawn(move || read_thread(lib, &config, &rx, me, &flag));
-        if spawned.is_err() {
-            alive.store(false, Ordering::Release);
-        }
-        *slot = Some(Worker {
-            commands: tx.clone(),
-            alive,
-        });
-        tx
+        let (lib, config) = (self.lib.clone(), self.config.clone());
+        worker(&self.read, index, "read", move |rx, me, alive| {
+            read_thread(lib, &config, &rx, me, &alive);
+        })
     }
 
     fn write_worker(&self, index: usize) -> std_mpsc::Sender<WriteCommand> {
-        let mut slot = lock(&self.write[index % self.write.len()]);
-        if let Some(w) = slot.as_ref().filter(|w| w.alive()) {
-            return w.commands.clone();
-        }
-        let (tx, rx) = std_mpsc::channel();
-        let alive = Arc::new(AtomicBool::new(true));
-        let (lib, config, flag) = (self.lib.clone(), self.config.clone(), alive.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("ibmmq-write-{index}"))
-            .spawn(move || write_thread(lib, &config, &rx, &flag));
-        if spawned.is_err() {
-            alive.store(false, Ordering::Release);
-        }
-        *slot = Some(Worker {
-            commands: tx.clone(),
-            alive,
-        });
-        tx
+        let (lib, config) = (self.lib.clone(), self.config.clone());
+        worker(&self.write, index, "write", move |rx, _, alive| {
+            write_thread(lib, &config, &rx, &alive);
+        })
     }
+}
+
+/// The command channel of `pool`'s connection `index`, starting its thread (`run`,
+/// given its commands, a sender to itself and its liveness flag) when it is not
+/// running.
+fn worker<C: Send + 'static>(
+    pool: &[Mutex<Option<Worker<C>>>],
+    index: usize,
+    kind: &str,
+    run: impl FnOnce(std_mpsc::Receiver<C>, std_mpsc::Sender<C>, Arc<AtomicBool>) + Send + 'static,
+) -> std_mpsc::Sender<C> {
+    let mut slot = lock(&pool[index % pool.len()]);
+    if let Some(w) = slot.as_ref().filter(|w| w.alive()) {
+        return w.commands.clone();
+    }
+    let (tx, rx) = std_mpsc::channel();
+    let alive = Arc::new(AtomicBool::new(true));
+    let (me, flag) = (tx.clone(), alive.clone());
+    let spawned = std::thread::Builder::new()
+        .name(format!("ibmmq-{kind}-{index}"))
+        .spawn(move || run(rx, me, flag));
+    if spawned.is_err() {
+        alive.store(false, Ordering::Release);
+    }
+    *slot = Some(Worker {
+        commands: tx.clone(),
+        alive,
+    });
+    tx
 }
 
 fn slots<T>(n: usize) -> Vec<Mutex<Option<T>>> {
