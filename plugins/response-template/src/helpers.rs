@@ -31,9 +31,20 @@ use serde_json::{Map, Value, json};
 
 use crate::dates;
 
-type Fun = fn(&[Value], &Map<String, Value>) -> Result<Value, String>;
+/// A helper that needs only its arguments: positional values and `key=value` pairs.
+pub type Fun = fn(&[Value], &Map<String, Value>) -> Result<Value, String>;
 
 struct Simple(&'static str, Fun);
+
+/// Calls helper `name`; an error names the helper, as Handlebars reports it.
+pub fn run(
+    name: &str,
+    f: Fun,
+    params: &[Value],
+    hash: &Map<String, Value>,
+) -> Result<Value, String> {
+    f(params, hash).map_err(|e| format!("{name}: {e}"))
+}
 
 impl HelperDef for Simple {
     fn call_inner<'reg: 'rc, 'rc>(
@@ -49,9 +60,9 @@ impl HelperDef for Simple {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), v.value().clone()))
             .collect();
-        (self.1)(&params, &hash)
+        run(self.0, self.1, &params, &hash)
             .map(ScopedJson::Derived)
-            .map_err(|e| RenderErrorReason::Other(format!("{}: {e}", self.0)).into())
+            .map_err(|e| RenderErrorReason::Other(e).into())
     }
 
     fn call<'reg: 'rc, 'rc>(
@@ -85,45 +96,52 @@ pub fn to_text(v: &Value) -> String {
     }
 }
 
+/// The helpers added here, by name.
+static SIMPLE: &[(&str, Fun)] = &[
+    ("jsonPath", json_path),
+    ("xPath", x_path),
+    ("soapXPath", soap_x_path),
+    ("parseJson", parse_json),
+    ("toJson", to_json),
+    ("randomValue", random_value),
+    ("randomInt", random_int),
+    ("randomDecimal", random_decimal),
+    ("pickRandom", pick_random),
+    ("now", now),
+    ("date", date),
+    ("parseDate", parse_date),
+    ("math", math),
+    ("size", size),
+    ("array", array),
+    ("range", range),
+    ("join", join),
+    ("contains", contains),
+    ("upper", |p, _| {
+        Ok(Value::String(text(p, 0)?.to_uppercase()))
+    }),
+    ("lower", |p, _| {
+        Ok(Value::String(text(p, 0)?.to_lowercase()))
+    }),
+    ("capitalize", capitalize),
+    ("trim", |p, _| {
+        Ok(Value::String(text(p, 0)?.trim().to_owned()))
+    }),
+    ("substring", substring),
+    ("replace", replace),
+    ("split", split),
+    ("base64", base64_helper),
+    ("urlEncode", url_encode),
+    ("regexExtract", regex_extract),
+    ("matches", regex_matches),
+];
+
+/// Helper `name`, if it is one of those added here.
+pub fn simple(name: &str) -> Option<(&'static str, Fun)> {
+    SIMPLE.iter().find(|(n, _)| *n == name).copied()
+}
+
 pub fn register(h: &mut Handlebars<'static>) {
-    let all: &[(&'static str, Fun)] = &[
-        ("jsonPath", json_path),
-        ("xPath", x_path),
-        ("soapXPath", soap_x_path),
-        ("parseJson", parse_json),
-        ("toJson", to_json),
-        ("randomValue", random_value),
-        ("randomInt", random_int),
-        ("randomDecimal", random_decimal),
-        ("pickRandom", pick_random),
-        ("now", now),
-        ("date", date),
-        ("parseDate", parse_date),
-        ("math", math),
-        ("size", size),
-        ("array", array),
-        ("range", range),
-        ("join", join),
-        ("contains", contains),
-        ("upper", |p, _| {
-            Ok(Value::String(text(p, 0)?.to_uppercase()))
-        }),
-        ("lower", |p, _| {
-            Ok(Value::String(text(p, 0)?.to_lowercase()))
-        }),
-        ("capitalize", capitalize),
-        ("trim", |p, _| {
-            Ok(Value::String(text(p, 0)?.trim().to_owned()))
-        }),
-        ("substring", substring),
-        ("replace", replace),
-        ("split", split),
-        ("base64", base64_helper),
-        ("urlEncode", url_encode),
-        ("regexExtract", regex_extract),
-        ("matches", regex_matches),
-    ];
-    for (name, f) in all {
+    for (name, f) in SIMPLE {
         h.register_helper(name, Box::new(Simple(name, *f)));
     }
 }

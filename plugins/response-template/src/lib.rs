@@ -11,9 +11,12 @@
 //! `request.correlationId`, `request.messageId` and `request.replyTo` are set.
 //!
 //! Templates are compiled once per mapping and text in each instance, and kept
-//! (see [`Cache`]); a body or header without `{{` is passed through untouched.
+//! (see [`Cache`]); a body or header without `{{` is passed through untouched. A
+//! template that only echoes request fields is rendered without Handlebars (see
+//! [`direct`]), to the same output.
 
 pub mod dates;
+pub mod direct;
 pub mod helpers;
 
 use std::cell::RefCell;
@@ -21,6 +24,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use decoy_plugin::{Context, Error, Request, Response, Transformer, wit::types};
+use direct::Direct;
 use handlebars::{Handlebars, Template};
 use serde_json::{Map, Value, json};
 
@@ -30,52 +34,81 @@ pub struct ResponseTemplate;
 
 impl Transformer for ResponseTemplate {
     fn transform(ctx: &Context, req: &Request, mut resp: Response) -> Result<Response, Error> {
-        let body_is_template = std::str::from_utf8(resp.body())
-            .map(|b| b.contains("{{"))
-            .unwrap_or(false);
         let header_templates = resp.headers().iter().any(|(_, v)| v.contains("{{"));
-        if !body_is_template && !header_templates {
+        let body = std::str::from_utf8(resp.body())
+            .ok()
+            .filter(|b| b.contains("{{"));
+        if body.is_none() && !header_templates {
             return Ok(resp);
         }
-        let id = ctx.mapping_id();
-        CACHE.with(|cache| {
+        let (new_body, new_headers) = CACHE.with(|cache| {
             let mut cache = cache.borrow_mut();
+            let templates = cache.for_mapping(ctx.mapping_id());
             // Compile (or find) every template first, to know which parts of the model
-            // they use; the model is then built once, with only those parts.
-            let body_text = body_is_template.then(|| resp.body_text().into_owned());
-            let mut keys = Vec::new();
-            let mut needs = Needs::default();
-            if let Some(text) = &body_text {
-                keys.push(cache.prepare(id, "body".into(), text)?);
+            // the Handlebars ones use; the model is then built once, with only those
+            // parts, and only if some template needs it.
+            if let Some(text) = body {
+                Compiled::refresh(&mut templates.body, text)?;
             }
-            let mut headers = resp.headers().to_vec();
-            let mut header_keys = Vec::new();
-            for (i, (name, value)) in headers.iter().enumerate() {
+            for (i, (name, value)) in resp.headers().iter().enumerate() {
                 if value.contains("{{") {
-                    let key = cache
-                        .prepare(id, format!("header {i}"), value)
+                    let slot = match templates.headers.iter().position(|(j, _)| *j == i) {
+                        Some(p) => &mut templates.headers[p].1,
+                        None => {
+                            templates.headers.push((i, None));
+                            &mut templates.headers.last_mut().expect("just pushed").1
+                        }
+                    };
+                    Compiled::refresh(slot, value)
                         .map_err(|e| Error(format!("header {name}: {e}")))?;
-                    header_keys.push((i, key));
                 }
             }
-            for key in keys.iter().chain(header_keys.iter().map(|(_, k)| k)) {
-                needs.add(&cache.templates[key].1);
+            let templates = &*templates;
+            // Header `i`'s template, if its value is one.
+            let header = |i: usize| {
+                let templated = resp.headers()[i].1.contains("{{");
+                templates
+                    .headers
+                    .iter()
+                    .find(|(j, _)| *j == i && templated)
+                    .and_then(|(_, c)| c.as_ref())
+            };
+            let mut needs = Needs::default();
+            let used = body
+                .and(templates.body.as_ref())
+                .into_iter()
+                .chain((0..resp.headers().len()).filter_map(header));
+            for c in used.filter(|c| c.direct.is_none()) {
+                needs.add(&c.needs);
             }
-            let model = handlebars::Context::from(needs.model(ctx, req));
-            if let Some(key) = keys.first() {
-                let out = render(&cache.templates[key].2, &model)?;
-                resp.set_body(out);
+            let model = std::cell::OnceCell::new();
+            let render_one = |c: &Compiled| match &c.direct {
+                Some(d) => d.render(req),
+                None => render(
+                    &c.template,
+                    model.get_or_init(|| handlebars::Context::from(needs.model(ctx, req))),
+                ),
+            };
+            let new_body = match (body, &templates.body) {
+                (Some(_), Some(c)) => Some(render_one(c)?),
+                _ => None,
+            };
+            let mut new_headers = Vec::new();
+            for (i, (name, _)) in resp.headers().iter().enumerate() {
+                if let Some(c) = header(i) {
+                    let value = render_one(c).map_err(|e| Error(format!("header {name}: {e}")))?;
+                    new_headers.push((i, value));
+                }
             }
-            for (i, key) in header_keys {
-                let (name, value) = &mut headers[i];
-                *value = render(&cache.templates[&key].2, &model)
-                    .map_err(|e| Error(format!("header {name}: {e}")))?;
-            }
-            if header_templates {
-                *resp.headers_mut() = headers;
-            }
-            Ok(resp)
-        })
+            Ok::<_, Error>((new_body, new_headers))
+        })?;
+        if let Some(b) = new_body {
+            resp.set_body(b);
+        }
+        for (i, value) in new_headers {
+            resp.headers_mut()[i].1 = value;
+        }
+        Ok(resp)
     }
 }
 
@@ -85,39 +118,68 @@ thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
-/// Compiled templates, by mapping, field and text. A mapping whose text changed (a
-/// reload) gets a new entry; the cache is emptied when it grows past a bound.
+/// Compiled templates, by mapping. A mapping whose text changed (a reload) has its
+/// template compiled again; the cache is emptied when it holds too many mappings.
 #[derive(Default)]
 #[allow(missing_debug_implementations)]
 pub struct Cache {
-    /// (mapping, field) → (template text, what it uses, compiled template).
-    templates: HashMap<(String, String), (String, Needs, Template)>,
+    mappings: HashMap<String, MappingTemplates>,
 }
 
-const MAX_CACHED: usize = 20_000;
+/// A mapping's templates: its body and, by position, its header values.
+#[derive(Default)]
+#[allow(missing_debug_implementations)]
+pub struct MappingTemplates {
+    body: Option<Compiled>,
+    headers: Vec<(usize, Option<Compiled>)>,
+}
+
+/// One template: its text (to notice a change), what it uses of the model, and its
+/// compiled forms.
+#[allow(missing_debug_implementations)]
+pub struct Compiled {
+    text: String,
+    needs: Needs,
+    template: Template,
+    direct: Option<Direct>,
+}
+
+const MAX_CACHED_MAPPINGS: usize = 20_000;
 
 impl Cache {
-    /// Compiles `text` for (mapping, field) unless the same text is compiled already.
-    pub fn prepare(
-        &mut self,
-        mapping: &str,
-        field: String,
-        text: &str,
-    ) -> Result<(String, String), Error> {
-        let key = (mapping.to_owned(), field);
-        let fresh = match self.templates.get(&key) {
-            Some((t, _, _)) => t != text,
-            None => true,
-        };
-        if fresh {
-            if self.templates.len() >= MAX_CACHED {
-                self.templates.clear();
+    /// The templates of `mapping`, found without allocating once it is known.
+    pub fn for_mapping(&mut self, mapping: &str) -> &mut MappingTemplates {
+        if !self.mappings.contains_key(mapping) {
+            if self.mappings.len() >= MAX_CACHED_MAPPINGS {
+                self.mappings.clear();
             }
-            let template = compile(text)?;
-            self.templates
-                .insert(key.clone(), (text.to_owned(), Needs::of(text), template));
+            self.mappings
+                .insert(mapping.to_owned(), MappingTemplates::default());
         }
-        Ok(key)
+        self.mappings
+            .get_mut(mapping)
+            .expect("inserted above when missing")
+    }
+}
+
+impl Compiled {
+    pub fn new(text: &str) -> Result<Compiled, Error> {
+        let template = compile(text)?;
+        Ok(Compiled {
+            text: text.to_owned(),
+            needs: Needs::of(text),
+            direct: Direct::of(&template),
+            template,
+        })
+    }
+
+    /// Leaves `slot` holding `text` compiled, compiling only when it changed.
+    fn refresh(slot: &mut Option<Compiled>, text: &str) -> Result<(), Error> {
+        if slot.as_ref().is_none_or(|c| c.text != text) {
+            *slot = None;
+            *slot = Some(Compiled::new(text)?);
+        }
+        Ok(())
     }
 }
 

@@ -239,3 +239,144 @@ fn transform_templates_body_and_headers_once_per_mapping() {
     let out = ResponseTemplate::transform(&ctx, &req, bin).unwrap();
     assert_eq!(out.body(), &[0xff, b'{', b'{']);
 }
+
+fn mq(properties: &[(&str, &str)], reply_to: Option<&str>) -> Request {
+    Request(types::Request::Mq(types::MqMessage {
+        destination: "ORDERS.REQ".into(),
+        reply_to: reply_to.map(str::to_owned),
+        message_id: Some("414d5120".into()),
+        correlation_id: None,
+        properties: properties
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        body: b"<order id=\"7\"/>".to_vec(),
+    }))
+}
+
+#[test]
+fn direct_rendering_gives_what_handlebars_gives() {
+    let requests = [
+        http(
+            "POST",
+            "/users/42/caf%C3%A9/x%2Fy?status=open&tag=a&tag=b&empty=",
+            &[
+                ("Content-Type", "application/json"),
+                ("x-trace", "t-1"),
+                ("X-TRACE", "t-2"),
+            ],
+            "{\"a\":1}",
+        ),
+        http("GET", "/", &[], ""),
+        Request(types::Request::Http(types::HttpRequest {
+            method: "PUT".into(),
+            url: "/a".into(),
+            path: "/a".into(),
+            query: vec![],
+            headers: vec![],
+            cookies: vec![],
+            body: vec![0xff, 0xfe, b'x'],
+            base_url: "https://example.test".into(),
+            path_parameters: vec![],
+        })),
+        mq(&[("Region", "eu"), ("region", "us")], Some("ORDERS.REPLY")),
+        mq(&[], None),
+    ];
+    let templates = [
+        "{{request.url}}",
+        "{{{request.url}}}",
+        "{{ request.path }}",
+        "{{request.method}}|{{request.body}}",
+        "{{request.baseUrl}} {{request.scheme}} {{request.host}} {{request.port}}",
+        "{{request.pathSegments.[0]}}/{{request.pathSegments.[2]}}/{{request.pathSegments.[3]}}/{{request.pathSegments.[9]}}",
+        "{{request.path.[1]}}",
+        "{{request.query.status}} {{request.query.tag}} [{{request.query.empty}}] [{{request.query.none}}]",
+        "{{request.headers.Content-Type}} {{request.headers.[x-trace]}} {{request.headers.X-Trace}} [{{request.headers.region}}]",
+        "{{request.cookies.session}} [{{request.cookies.none}}]",
+        "{{request.path.id}} [{{request.pathParams.none}}]",
+        "{{request.destination}} {{request.replyTo}} {{request.messageId}} [{{request.correlationId}}]",
+        "a {{!-- a comment --}} b {{! another }}c",
+        "  {{~request.method~}}  \n x {{~request.url}}",
+        "plain text with { braces } and no template",
+        "\\{{request.url}} escaped",
+        "{{request.requestLine.path}}",
+        "{{this.request.url}}",
+    ];
+    let helper_templates = [
+        "{{upper request.url}} {{lower request.method}}",
+        "{{jsonPath request.body '$.a'}}",
+        "{{jsonPath request.body '$.missing' default='none'}}",
+        "{{xPath request.body '/order/@id'}} {{xPath request.body 'count(/order)'}}",
+        "{{{xPath request.body '/order/@id'}}}",
+        "{{soapXPath request.body '/order'}}",
+        "{{math request.port '+' 1}}",
+        "{{substring request.path 1 3}}",
+        "{{base64 request.method}} {{urlEncode request.url}}",
+        "{{regexExtract request.url '[0-9]+'}}",
+        "{{capitalize request.headers.X-Trace}} {{size request.query.tag}}",
+        "{{pickRandom 'only'}}",
+    ];
+    for template in templates.iter().chain(&helper_templates) {
+        let compiled = compile(template).unwrap();
+        let direct =
+            Direct::of(&compiled).unwrap_or_else(|| panic!("{template:?} should render directly"));
+        for req in &requests {
+            let model =
+                json!({"request": request_model(req, None), "parameters": {"greeting": "hi"}});
+            assert_eq!(
+                direct.render(req).map_err(|e| e.0),
+                render(&compiled, &handlebars::Context::from(model)).map_err(|e| e.0),
+                "{template:?} on {:?}",
+                req.0
+            );
+        }
+    }
+    for template in [
+        "{{request.query}}",
+        "{{request.pathSegments}}",
+        "{{request.pathSegments.x}}",
+        "{{request.headersAll.[x-trace].[0]}}",
+        "{{request.query.tag.[1]}}",
+        "{{request}}",
+        "{{parameters.greeting}}",
+        "{{upper parameters.greeting}}",
+        "{{upper (lower request.url)}}",
+        "{{upper request.query}}",
+        "{{jsonPath request.body '$.a' default=request.url}}",
+        "{{eq request.method 'GET'}}",
+        "{{#if request.url}}x{{/if}}",
+        "{{request.url.length}}",
+        "{{> partial}}",
+    ] {
+        assert!(
+            Direct::of(&compile(template).unwrap()).is_none(),
+            "{template:?} needs Handlebars"
+        );
+    }
+}
+
+#[test]
+fn a_direct_body_and_a_handlebars_header_in_one_response() {
+    let ctx = Context(types::CallContext {
+        mapping_id: "m2".into(),
+        mapping_name: None,
+        parameters: r#"{"greeting":"hi"}"#.into(),
+    });
+    let req = http("GET", "/things/9?x=1", &[("x-trace", "t-1")], "");
+    let mut resp = Response::http(200);
+    resp.set_body("id={{request.pathSegments.[1]}} trace={{request.headers.X-Trace}}");
+    resp.set_header(
+        "x-greeting",
+        "{{upper parameters.greeting}} {{request.query.x}}",
+    );
+    resp.set_header("x-fixed", "no template");
+    let out = ResponseTemplate::transform(&ctx, &req, resp.clone()).unwrap();
+    assert_eq!(out.body_text(), "id=9 trace=t-1");
+    assert_eq!(out.headers()[0].1, "HI 1");
+    assert_eq!(out.headers()[1].1, "no template");
+    // A header that stops being a template is passed through on the next call.
+    resp.headers_mut()[0].1 = "static now".into();
+    let out = ResponseTemplate::transform(&ctx, &req, resp).unwrap();
+    assert_eq!(out.headers()[0].1, "static now");
+    assert_eq!(out.body_text(), "id=9 trace=t-1");
+}
