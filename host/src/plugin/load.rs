@@ -94,6 +94,10 @@ fn engine(pooling: bool) -> Result<Engine, String> {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.wasm_component_model(true);
+    // Plugins are called synchronously. With concurrency support on (the default),
+    // every call also sets up and tears down the component model's async task
+    // bookkeeping, which plugins never use.
+    config.concurrency_support(false);
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
         // Room for large guests (Python and JavaScript interpreters bring several
