@@ -218,10 +218,7 @@ fn value<'a>(f: &Field, req: &'a Request) -> Option<Cow<'a, str>> {
     let borrowed = |s: &'a str| Some(Cow::Borrowed(s));
     match &req.0 {
         types::Request::Http(h) => {
-            let (scheme, rest) = h
-                .base_url
-                .split_once("://")
-                .unwrap_or(("http", &h.base_url));
+            let (scheme, host, port) = crate::base_url_parts(&h.base_url);
             match f {
                 Field::Url => borrowed(&h.url),
                 Field::Path => borrowed(&h.path),
@@ -229,11 +226,8 @@ fn value<'a>(f: &Field, req: &'a Request) -> Option<Cow<'a, str>> {
                 Field::Body => Some(String::from_utf8_lossy(&h.body)),
                 Field::BaseUrl => borrowed(&h.base_url),
                 Field::Scheme => borrowed(scheme),
-                Field::Host => borrowed(rest.rsplit_once(':').map_or(rest, |(host, _)| host)),
-                Field::Port => rest
-                    .rsplit_once(':')
-                    .and_then(|(_, port)| port.parse::<u16>().ok())
-                    .map(|p| Cow::Owned(p.to_string())),
+                Field::Host => borrowed(host),
+                Field::Port => port.map(|p| Cow::Owned(p.to_string())),
                 Field::Segment(i) => h
                     .path
                     .split('/')

@@ -375,6 +375,15 @@ fn first_values(
     (first, all)
 }
 
+/// `request.scheme`, `request.host` and `request.port` from `request.baseUrl`.
+pub(crate) fn base_url_parts(base_url: &str) -> (&str, &str, Option<u16>) {
+    let (scheme, rest) = base_url.split_once("://").unwrap_or(("http", base_url));
+    match rest.rsplit_once(':') {
+        Some((host, port)) => (scheme, host, port.parse::<u16>().ok()),
+        None => (scheme, rest, None),
+    }
+}
+
 /// WireMock's `request` model; with `only`, just those fields (the others cost
 /// nothing to leave out: the headers map, the base64 body...).
 pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
@@ -388,14 +397,7 @@ pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
     let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
     match &req.0 {
         types::Request::Http(h) => {
-            let (scheme, rest) = h
-                .base_url
-                .split_once("://")
-                .unwrap_or(("http", &h.base_url));
-            let (host, port) = match rest.rsplit_once(':') {
-                Some((host, port)) => (host, port.parse::<u16>().ok()),
-                None => (rest, None),
-            };
+            let (scheme, host, port) = base_url_parts(&h.base_url);
             put("url", &|| json!(h.url));
             put("path", &|| json!(h.path));
             put("pathSegments", &|| {
