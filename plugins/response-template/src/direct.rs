@@ -204,6 +204,20 @@ fn first<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
+/// The first value whose name, in lower case, is `key` (the model's header and
+/// property names are lower case, as template paths to them are).
+fn first_lower<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(n, _)| {
+            n.len() == key.len()
+                && n.bytes()
+                    .zip(key.bytes())
+                    .all(|(a, b)| a.to_ascii_lowercase() == b)
+        })
+        .map(|(_, v)| v.as_str())
+}
+
 /// What the model holds at `f`, as a helper receives it.
 fn json_value(f: &Field, req: &Request) -> Value {
     match (f, value(f, req)) {
@@ -235,17 +249,7 @@ fn value<'a>(f: &Field, req: &'a Request) -> Option<Cow<'a, str>> {
                     .nth(*i)
                     .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy()),
                 Field::Query(k) => first(&h.query, k).map(Cow::Borrowed),
-                // The model's header names are lower case.
-                Field::Header(k) => h
-                    .headers
-                    .iter()
-                    .find(|(n, _)| {
-                        n.len() == k.len()
-                            && n.bytes()
-                                .zip(k.bytes())
-                                .all(|(a, b)| a.to_ascii_lowercase() == b)
-                    })
-                    .map(|(_, v)| Cow::Borrowed(v.as_str())),
+                Field::Header(k) => first_lower(&h.headers, k).map(Cow::Borrowed),
                 Field::Cookie(k) => first(&h.cookies, k).map(Cow::Borrowed),
                 Field::PathParam(k) => first(&h.path_parameters, k).map(Cow::Borrowed),
                 Field::Destination | Field::ReplyTo | Field::MessageId | Field::CorrelationId => {
@@ -258,8 +262,7 @@ fn value<'a>(f: &Field, req: &'a Request) -> Option<Cow<'a, str>> {
             Field::ReplyTo => q.reply_to.as_deref().map(Cow::Borrowed),
             Field::MessageId => q.message_id.as_deref().map(Cow::Borrowed),
             Field::CorrelationId => q.correlation_id.as_deref().map(Cow::Borrowed),
-            // Property names keep their case.
-            Field::Header(k) => first(&q.properties, k).map(Cow::Borrowed),
+            Field::Header(k) => first_lower(&q.properties, k).map(Cow::Borrowed),
             Field::Method => borrowed(""),
             Field::Body => Some(String::from_utf8_lossy(&q.body)),
             Field::BaseUrl

@@ -447,10 +447,10 @@ pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
             put("messageId", &|| json!(q.message_id));
             put("correlationId", &|| json!(q.correlation_id));
             put("headers", &|| {
-                Value::Object(first_values(&q.properties, false).0)
+                Value::Object(first_values(&q.properties, true).0)
             });
             put("headersAll", &|| {
-                Value::Object(first_values(&q.properties, false).1)
+                Value::Object(first_values(&q.properties, true).1)
             });
             put("query", &|| json!({}));
             put("cookies", &|| json!({}));

@@ -295,6 +295,7 @@ fn direct_rendering_gives_what_handlebars_gives() {
         "{{request.cookies.session}} [{{request.cookies.none}}]",
         "{{request.path.id}} [{{request.pathParams.none}}]",
         "{{request.destination}} {{request.replyTo}} {{request.messageId}} [{{request.correlationId}}]",
+        "{{request.headers.Region}} {{request.headers.[REGION]}}",
         "a {{!-- a comment --}} b {{! another }}c",
         "  {{~request.method~}}  \n x {{~request.url}}",
         "plain text with { braces } and no template",
@@ -352,6 +353,25 @@ fn direct_rendering_gives_what_handlebars_gives() {
             Direct::of(&compile(template).unwrap()).is_none(),
             "{template:?} needs Handlebars"
         );
+    }
+}
+
+#[test]
+fn message_properties_are_found_whatever_the_case_of_their_name() {
+    // Template paths to headers are lower-cased (HTTP header names are
+    // case-insensitive); a message property named in mixed case is found too.
+    let req = mq(&[("OrderType", "priority")], None);
+    for template in [
+        "{{request.headers.OrderType}}",
+        "{{request.headers.ordertype}}",
+        "{{upper request.headers.OrderType}}",
+        "{{#with request.headers}}{{ordertype}}{{/with}}",
+    ] {
+        let out = render_for(template, &req);
+        assert_eq!(out.to_lowercase(), "priority", "{template}");
+        if let Some(d) = Direct::of(&compile(template).unwrap()) {
+            assert_eq!(d.render(&req).unwrap(), out, "{template}");
+        }
     }
 }
 
