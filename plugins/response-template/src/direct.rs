@@ -23,10 +23,10 @@ use serde_json::{Map, Value};
 use crate::helpers::{self, Fun};
 
 /// A template made of text and request fields.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Direct(Vec<Piece>);
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Piece {
     Text(String),
     Field(Field),
@@ -38,14 +38,14 @@ enum Piece {
     },
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Arg {
     Literal(Value),
     Field(Field),
 }
 
 /// One leaf of the request model (see [`crate::request_model`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 enum Field {
     Url,
     Path,
@@ -232,16 +232,16 @@ fn value<'a>(f: &Field, req: &'a Request) -> Option<Cow<'a, str>> {
     let borrowed = |s: &'a str| Some(Cow::Borrowed(s));
     match &req.0 {
         types::Request::Http(h) => {
-            let (scheme, host, port) = crate::base_url_parts(&h.base_url);
+            let base = || crate::base_url_parts(&h.base_url);
             match f {
                 Field::Url => borrowed(&h.url),
                 Field::Path => borrowed(&h.path),
                 Field::Method => borrowed(&h.method),
                 Field::Body => Some(String::from_utf8_lossy(&h.body)),
                 Field::BaseUrl => borrowed(&h.base_url),
-                Field::Scheme => borrowed(scheme),
-                Field::Host => borrowed(host),
-                Field::Port => port.map(|p| Cow::Owned(p.to_string())),
+                Field::Scheme => borrowed(base().0),
+                Field::Host => borrowed(base().1),
+                Field::Port => base().2.map(|p| Cow::Owned(p.to_string())),
                 Field::Segment(i) => h
                     .path
                     .split('/')

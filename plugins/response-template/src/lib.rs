@@ -44,40 +44,29 @@ impl Transformer for ResponseTemplate {
         let (new_body, new_headers) = CACHE.with(|cache| {
             let mut cache = cache.borrow_mut();
             let templates = cache.for_mapping(ctx.mapping_id());
-            // Compile (or find) every template first, to know which parts of the model
-            // the Handlebars ones use; the model is then built once, with only those
-            // parts, and only if some template needs it.
-            if let Some(text) = body {
-                Compiled::refresh(&mut templates.body, text)?;
+            // Compile (or find) every template first, so that afterwards a slot holds
+            // a template exactly when that part of this response is one, and to know
+            // which parts of the model the Handlebars ones use; the model is then
+            // built once, with only those parts, and only if some template needs it.
+            match body {
+                Some(text) => Compiled::refresh(&mut templates.body, text)?,
+                None => templates.body = None,
             }
-            for (i, (name, value)) in resp.headers().iter().enumerate() {
+            templates.headers.resize_with(resp.headers().len(), || None);
+            for (slot, (name, value)) in templates.headers.iter_mut().zip(resp.headers()) {
                 if value.contains("{{") {
-                    let slot = match templates.headers.iter().position(|(j, _)| *j == i) {
-                        Some(p) => &mut templates.headers[p].1,
-                        None => {
-                            templates.headers.push((i, None));
-                            &mut templates.headers.last_mut().expect("just pushed").1
-                        }
-                    };
                     Compiled::refresh(slot, value)
                         .map_err(|e| Error(format!("header {name}: {e}")))?;
+                } else {
+                    *slot = None;
                 }
             }
             let templates = &*templates;
-            // Header `i`'s template, if its value is one.
-            let header = |i: usize| {
-                let templated = resp.headers()[i].1.contains("{{");
-                templates
-                    .headers
-                    .iter()
-                    .find(|(j, _)| *j == i && templated)
-                    .and_then(|(_, c)| c.as_ref())
-            };
             let mut needs = Needs::default();
-            let used = body
-                .and(templates.body.as_ref())
-                .into_iter()
-                .chain((0..resp.headers().len()).filter_map(header));
+            let used = templates
+                .body
+                .iter()
+                .chain(templates.headers.iter().flatten());
             for c in used.filter(|c| c.direct.is_none()) {
                 needs.add(&c.needs);
             }
@@ -89,13 +78,10 @@ impl Transformer for ResponseTemplate {
                     model.get_or_init(|| handlebars::Context::from(needs.model(ctx, req))),
                 ),
             };
-            let new_body = match (body, &templates.body) {
-                (Some(_), Some(c)) => Some(render_one(c)?),
-                _ => None,
-            };
+            let new_body = templates.body.as_ref().map(render_one).transpose()?;
             let mut new_headers = Vec::new();
-            for (i, (name, _)) in resp.headers().iter().enumerate() {
-                if let Some(c) = header(i) {
+            for (i, (slot, (name, _))) in templates.headers.iter().zip(resp.headers()).enumerate() {
+                if let Some(c) = slot {
                     let value = render_one(c).map_err(|e| Error(format!("header {name}: {e}")))?;
                     new_headers.push((i, value));
                 }
@@ -126,12 +112,13 @@ pub struct Cache {
     mappings: HashMap<String, MappingTemplates>,
 }
 
-/// A mapping's templates: its body and, by position, its header values.
+/// A mapping's templates: its body and, by position, its header values (`None`
+/// where that part of the last response seen was no template).
 #[derive(Default)]
 #[allow(missing_debug_implementations)]
 pub struct MappingTemplates {
     body: Option<Compiled>,
-    headers: Vec<(usize, Option<Compiled>)>,
+    headers: Vec<Option<Compiled>>,
 }
 
 /// One template: its text (to notice a change), what it uses of the model, and its
