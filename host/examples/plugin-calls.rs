@@ -9,8 +9,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use decoy::plugin::{Plugins, http_request_for, mq_request, wit};
-use decoy::request::RequestSnapshot;
+use decoy_core::plugins::{http_request_for, mq_request};
+use decoy_plugin_host::{Plugins, wit};
+use decoy_spec::request::RequestSnapshot;
 
 fn per_call_us(rounds: usize, calls: usize, mut f: impl FnMut()) -> f64 {
     for _ in 0..calls.min(1000) {

@@ -12,13 +12,13 @@ use anyhow::{Context as _, bail};
 use tokio::sync::watch;
 
 use crate::admin::Admin;
-use crate::engine::Engine;
 use crate::http::proxy::ProxyClient;
 use crate::http::{self, HttpConfig, Role, Services};
-use crate::journal::Journal;
-use crate::mapping::load::{LoadReport, load_root_with};
-use crate::metrics::Metrics;
-use crate::store::Store;
+use decoy_core::engine::Engine;
+use decoy_core::journal::Journal;
+use decoy_core::mapping::load::{LoadReport, load_root_with};
+use decoy_core::metrics::Metrics;
+use decoy_core::store::Store;
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -51,10 +51,10 @@ pub struct ServeOptions {
 
 impl ServeOptions {
     /// How mappings are parsed for these options (plugins, templating).
-    pub fn parse_context(&self) -> crate::mapping::ParseContext {
-        crate::mapping::ParseContext {
-            files_dir: crate::mapping::load::files_dir(&self.root_dir),
-            plugins: Some(Arc::new(crate::plugin::Plugins::new(
+    pub fn parse_context(&self) -> decoy_core::mapping::ParseContext {
+        decoy_core::mapping::ParseContext {
+            files_dir: decoy_core::mapping::load::files_dir(&self.root_dir),
+            plugins: Some(Arc::new(decoy_plugin_host::Plugins::new(
                 Some(
                     self.plugins_dir
                         .clone()
@@ -81,10 +81,10 @@ impl Default for ServeOptions {
             watch: true,
             admin_port: None,
             admin_token: None,
-            journal_entries: crate::journal::DEFAULT_MAX_ENTRIES,
+            journal_entries: decoy_core::journal::DEFAULT_MAX_ENTRIES,
             proxy_timeout: crate::http::proxy::DEFAULT_TIMEOUT,
             plugins_dir: None,
-            plugin_cache_dir: crate::plugin::Plugins::default_cache_dir(),
+            plugin_cache_dir: decoy_plugin_host::Plugins::default_cache_dir(),
             global_templating: false,
         }
     }
@@ -107,7 +107,7 @@ pub struct Running {
     /// Keeps the file watcher alive.
     _watcher: Option<crate::watch::WatchHandle>,
     /// Message-queue virtual services, when the root has MQ mappings.
-    mq: Arc<crate::mq::MqService>,
+    mq: Arc<decoy_mq::MqService>,
 }
 
 /// The parts of a [`LoadReport`] worth keeping after start.
@@ -164,7 +164,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let plugins = ctx.plugins.clone();
     let mq_plugins = plugins.clone();
     let mq_load = tokio::task::spawn_blocking(move || {
-        crate::mq::config::load_with(&mq_root, mq_plugins.as_deref())
+        decoy_mq::config::load_with(&mq_root, mq_plugins.as_deref())
     })
     .await
     .context("loading MQ mappings")?;
@@ -188,7 +188,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let store = Arc::new(Store::with_context(&opts.root_dir, engine.clone(), ctx));
     store.install_initial(report);
     let metrics = Arc::new(Metrics::default());
-    let mq = crate::mq::MqService::start(&opts.root_dir, mq_load, &metrics, plugins)?;
+    let mq = decoy_mq::MqService::start(&opts.root_dir, mq_load, &metrics, plugins)?;
     // Start watching in the background while the listeners come up (setting up the
     // watches on a large tree takes tens of milliseconds); `start` returns only once
     // it is in place, and a rescan then catches what changed on disk in between.

@@ -25,8 +25,8 @@ use std::time::Duration;
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::mq::MqService;
-use crate::store::Store;
+use decoy_core::store::Store;
+use decoy_mq::MqService;
 
 const QUIET: Duration = Duration::from_millis(40);
 const MAX_WAIT: Duration = Duration::from_millis(200);
@@ -160,9 +160,9 @@ fn classify(
     batch: Vec<notify::Result<notify::Event>>,
 ) -> (Option<Change>, bool, Vec<String>) {
     let mut plugin_files = Vec::new();
-    let mq_paths: Vec<PathBuf> = crate::mq::config::CONNECTION_FILES
+    let mq_paths: Vec<PathBuf> = decoy_mq::config::CONNECTION_FILES
         .iter()
-        .chain(crate::mq::config::MAPPING_DIRS.iter())
+        .chain(decoy_mq::config::MAPPING_DIRS.iter())
         .map(|p| root.join(p))
         .collect();
     let mut mq_changed = false;

@@ -135,6 +135,21 @@ fn validate_passes_a_clean_root_and_strict_fails_on_warnings() {
 }
 
 #[test]
+fn validate_fails_when_it_finds_no_mapping_at_all() {
+    // Files put directly in the root, not in mappings/: nothing is read.
+    let dir = root(&[("hello.json", GOOD)]);
+    let out = decoy()
+        .args(["validate", "--root-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("warning: hello.json: this file is directly in the root directory, where mappings are not read: move it to mappings/hello.json"), "{text}");
+    assert!(text.contains("error: no mapping files found"), "{text}");
+}
+
+#[test]
 fn a_missing_root_directory_is_a_clear_error() {
     let out = decoy()
         .args(["validate", "--root-dir", "/nonexistent/decoy-root"])
@@ -219,10 +234,11 @@ fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::C
 fn record_forwards_to_the_target_and_writes_mappings_when_stopped() {
     let upstream_root = root(&[("mappings/hi.json", GOOD)]);
     let (mut upstream, up_port, _) = spawn_on_port_zero(&["serve"], upstream_root.path());
-    let recorded = root(&[]);
+    let parent = root(&[]);
+    // A recording folder that does not exist yet is made.
+    let recorded = parent.path().join("recorded");
     let target = format!("http://127.0.0.1:{up_port}");
-    let (mut recorder, port, _) =
-        spawn_on_port_zero(&["record", "--target", &target], recorded.path());
+    let (mut recorder, port, _) = spawn_on_port_zero(&["record", "--target", &target], &recorded);
     let through = http_get(port, "/hi");
     assert!(through.ends_with("hello"), "{through}");
     // A graceful stop (SIGTERM, as from Ctrl-C or a process manager) writes the files.
@@ -241,8 +257,22 @@ fn record_forwards_to_the_target_and_writes_mappings_when_stopped() {
         .unwrap();
     assert!(err.contains("recorded 1 mapping(s)"), "{err}");
     upstream.kill().unwrap();
+    // The recorded stub replays the target's headers, not decoy's own or the moment
+    // of the recording.
+    let files: Vec<_> = std::fs::read_dir(recorded.join("mappings"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(files.len(), 1);
+    for header in ["matched-stub-id", "\"date\"", "content-length"] {
+        assert!(
+            !files[0].to_ascii_lowercase().contains(header),
+            "{header} in {}",
+            files[0]
+        );
+    }
 
-    let (mut replay, port, _) = spawn_on_port_zero(&["serve"], recorded.path());
+    let (mut replay, port, _) = spawn_on_port_zero(&["serve"], &recorded);
     let answer = http_get(port, "/hi");
     assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
     assert!(answer.ends_with("hello"), "{answer}");

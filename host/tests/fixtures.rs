@@ -153,7 +153,7 @@ fn every_invalid_mapping_is_reported_exactly_as_recorded() {
         let root = common::root(&[]);
         let name = file.file_name().unwrap().to_str().unwrap().to_owned();
         std::fs::copy(&file, root.path().join("mappings").join(&name)).unwrap();
-        let report = decoy::mapping::load::load_root(root.path()).unwrap();
+        let report = decoy_core::mapping::load::load_root(root.path()).unwrap();
         let mut text = String::new();
         for p in &report.problems {
             text.push_str(&format!("error: {p}\n"));

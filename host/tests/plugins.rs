@@ -274,7 +274,7 @@ async fn replacing_a_wasm_file_reloads_the_plugin_and_a_new_one_revives_rejected
     assert_eq!(get(addr, "/later").await.status, 404);
 
     // The bundled response-template, written over the file (through a rename).
-    let bytes = decoy::plugin::bundled()[0].1;
+    let bytes = decoy_plugin_host::bundled()[0].1;
     let tmp = dir.path().join("plugins/.swap.tmp");
     std::fs::write(&tmp, bytes).unwrap();
     std::fs::rename(&tmp, dir.path().join("plugins/swap.wasm")).unwrap();
@@ -318,7 +318,7 @@ async fn mappings_naming_unusable_plugins_are_rejected_with_the_reason() {
     )
     .unwrap();
     install(dir.path(), "json-field-matcher", &json_matcher());
-    let report = decoy::mapping::load::load_root(dir.path()).unwrap();
+    let report = decoy_core::mapping::load::load_root(dir.path()).unwrap();
     let problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
     let text = problems.join("\n");
     assert_eq!(report.mappings.len(), 1, "{text}");
@@ -336,25 +336,25 @@ async fn mappings_naming_unusable_plugins_are_rejected_with_the_reason() {
 
 #[test]
 fn plugin_check_reports_worlds_and_refuses_what_it_cannot_run() {
-    let r = decoy::plugin::check_file(&hostile()).unwrap();
+    let r = decoy_plugin_host::check_file(&hostile()).unwrap();
     assert!(r.worlds.contains(&"transformer-and-matcher"), "{r:?}");
-    let r = decoy::plugin::check_file(&json_matcher()).unwrap();
+    let r = decoy_plugin_host::check_file(&json_matcher()).unwrap();
     assert_eq!(r.worlds, vec!["matcher-plugin"]);
     assert!(r.imports.iter().any(|i| i.starts_with("wasi:")), "{r:?}");
 
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.wasm");
     std::fs::write(&junk, "hello").unwrap();
-    let e = decoy::plugin::check_file(&junk).unwrap_err();
+    let e = decoy_plugin_host::check_file(&junk).unwrap_err();
     assert!(e.contains("not a WebAssembly file"), "{e}");
     // A core module (not a component).
     let core = dir.path().join("core.wasm");
     std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
-    let e = decoy::plugin::check_file(&core).unwrap_err();
+    let e = decoy_plugin_host::check_file(&core).unwrap_err();
     assert!(e.contains("not a component"), "{e}");
     // A component that exports something else.
     let other = dir.path().join("other.wasm");
     std::fs::write(&other, b"\0asm\x0d\0\x01\0").unwrap();
-    let e = decoy::plugin::check_file(&other).unwrap_err();
+    let e = decoy_plugin_host::check_file(&other).unwrap_err();
     assert!(e.contains("exports neither"), "{e}");
 }

@@ -6,9 +6,9 @@
 //! uses every operator. Each must return a value (a mapping or an error, a plan) and
 //! never unwind.
 
-use decoy::engine::Engine;
-use decoy::mapping::{Mapping, ParseContext};
-use decoy::request::RequestSnapshot;
+use decoy_core::engine::Engine;
+use decoy_core::mapping::{Mapping, ParseContext};
+use decoy_spec::request::RequestSnapshot;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

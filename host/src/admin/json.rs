@@ -7,10 +7,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use crate::journal::ServeEvent;
-use crate::mapping::Mapping;
-use crate::mapping::fields::FieldError;
-use crate::request::RequestSnapshot;
+use decoy_core::journal::ServeEvent;
+use decoy_core::mapping::Mapping;
+use decoy_spec::fields::FieldError;
+use decoy_spec::request::RequestSnapshot;
 
 /// A stub as the admin API shows it: as written, with `id` and `uuid` filled in.
 pub fn mapping(m: &Mapping) -> Value {

@@ -17,10 +17,10 @@ use std::time::SystemTime;
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use crate::journal::ServeEvent;
-use crate::mapping::load;
-use crate::matching::request::RequestPattern;
-use crate::store::Store;
+use decoy_core::journal::ServeEvent;
+use decoy_core::mapping::load;
+use decoy_core::store::Store;
+use decoy_matching::request_pattern::RequestPattern;
 
 /// The state of the recorder, kept by the admin API.
 #[derive(Debug, Default)]
@@ -214,16 +214,17 @@ impl Recorder {
             "request": request,
             "response": { "proxyBaseUrl": target },
         });
-        let mapping = crate::mapping::Mapping::parse(&stub, store.context(), None, &mut Vec::new())
-            .map_err(|errs| {
-                (
-                    422,
-                    errs.iter()
-                        .map(|e| e.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
-            })?;
+        let mapping =
+            decoy_core::mapping::Mapping::parse(&stub, store.context(), None, &mut Vec::new())
+                .map_err(|errs| {
+                    (
+                        422,
+                        errs.iter()
+                            .map(|e| e.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    )
+                })?;
         store.upsert(mapping);
         *state = RecorderState::Recording(Recording {
             spec,
@@ -348,7 +349,8 @@ pub fn make_stubs(
         store.adopt_files(&written);
     } else {
         for (stub, _) in &stubs {
-            match crate::mapping::Mapping::parse(stub, store.context(), None, &mut Vec::new()) {
+            match decoy_core::mapping::Mapping::parse(stub, store.context(), None, &mut Vec::new())
+            {
                 Ok(m) => {
                     store.upsert(m);
                 }
@@ -479,6 +481,9 @@ fn response_def(
     }
     let mut headers = Map::new();
     for (name, value) in e.response_headers.iter() {
+        if NOT_RECORDED.contains(&name.as_str()) {
+            continue;
+        }
         let v = json!(String::from_utf8_lossy(value.as_bytes()));
         match headers.get_mut(name.as_str()) {
             None => {
@@ -496,6 +501,17 @@ fn response_def(
     }
     (Value::Object(out), file)
 }
+
+/// Response headers a recorded stub does not replay: decoy's own `matched-stub-*`,
+/// the moment of the recording (`date`), and framing that the server sets itself.
+const NOT_RECORDED: &[&str] = &[
+    "matched-stub-id",
+    "matched-stub-name",
+    "date",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+];
 
 fn header(e: &ServeEvent, name: &str) -> Option<String> {
     e.response_headers
@@ -533,7 +549,7 @@ fn extension(ct: &str, text: bool) -> &'static str {
 }
 
 /// `GET /api/users/7?x=1` → `api_users_7`, as WireMock names recorded stubs.
-fn slug(req: &crate::request::RequestSnapshot) -> String {
+fn slug(req: &decoy_spec::request::RequestSnapshot) -> String {
     let s: String = req
         .path()
         .chars()
@@ -570,10 +586,10 @@ mod tests {
 
     #[test]
     fn slugs_are_made_from_the_path() {
-        let r = crate::request::RequestSnapshot::new("GET", "/api/Users/7?x=1");
+        let r = decoy_spec::request::RequestSnapshot::new("GET", "/api/Users/7?x=1");
         assert_eq!(slug(&r), "api_users_7");
         assert_eq!(
-            slug(&crate::request::RequestSnapshot::new("GET", "/")),
+            slug(&decoy_spec::request::RequestSnapshot::new("GET", "/")),
             "root"
         );
     }

@@ -24,7 +24,7 @@ enum PluginCommand {
 pub fn run(args: PluginArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         PluginCommand::Check { file } => {
-            let report = decoy::plugin::check_file(&file).map_err(anyhow::Error::msg)?;
+            let report = decoy_plugin_host::check_file(&file).map_err(anyhow::Error::msg)?;
             println!("{}: a decoy plugin (decoy:plugin@0.1.0)", file.display());
             println!("  worlds:  {}", report.worlds.join(", "));
             println!("  exports: {}", report.exports.join(", "));

@@ -49,6 +49,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let spec = decoy::admin::record::Spec::parse(&spec)
         .map_err(|(_, why)| anyhow::anyhow!("invalid recording options: {why}"))?;
     let mut opts = args.serve.options();
+    // A new recording folder is made, as WireMock's recorder makes its own.
+    std::fs::create_dir_all(opts.root_dir.join("mappings"))
+        .with_context(|| format!("cannot create {}", opts.root_dir.join("mappings").display()))?;
     if opts.journal_entries == 0 {
         anyhow::bail!("recording reads the request journal: drop --no-request-journal");
     }

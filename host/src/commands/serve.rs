@@ -53,7 +53,7 @@ pub struct ServeArgs {
     )]
     admin_token: Option<String>,
     /// Keep at most this many requests in the journal (oldest dropped first).
-    #[arg(long, default_value_t = decoy::journal::DEFAULT_MAX_ENTRIES, value_name = "N")]
+    #[arg(long, default_value_t = decoy_core::journal::DEFAULT_MAX_ENTRIES, value_name = "N")]
     max_request_journal_entries: usize,
     /// Keep no request journal (the admin API's request endpoints then list nothing).
     #[arg(long)]
@@ -133,7 +133,7 @@ impl ServeArgs {
                 None
             } else {
                 self.plugin_cache_dir
-                    .or_else(decoy::plugin::Plugins::default_cache_dir)
+                    .or_else(decoy_plugin_host::Plugins::default_cache_dir)
             },
             global_templating: self.global_response_templating,
         }
@@ -223,8 +223,10 @@ pub fn decoy_logging(verbose: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours only on a terminal: redirected logs stay plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use decoy::mapping::load::load_root;
+use decoy_core::mapping::load::load_root;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -33,7 +33,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         report.rejected,
         report.warnings.len()
     );
-    let mq = decoy::mq::config::load(&args.root_dir);
+    let mq = decoy_mq::config::load(&args.root_dir);
     if !mq.is_empty() || !mq.problems.is_empty() {
         for w in &mq.warnings {
             println!("warning: {w}");
@@ -50,7 +50,18 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             mq.warnings.len()
         );
     }
-    let failed = report.rejected > 0
+    // A check that passes on nothing is a trap in CI (a wrong --root-dir, or files
+    // put directly in the root instead of under mappings/).
+    let nothing = report.files == 0 && mq.is_empty() && mq.problems.is_empty();
+    if nothing {
+        println!(
+            "error: no mapping files found: decoy reads {} and {} (or mq-mappings/)",
+            args.root_dir.join("mappings").join("*.json").display(),
+            args.root_dir.join("__files").display()
+        );
+    }
+    let failed = nothing
+        || report.rejected > 0
         || !mq.problems.is_empty()
         || (args.strict && !(report.warnings.is_empty() && mq.warnings.is_empty()));
     Ok(if failed {

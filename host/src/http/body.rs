@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
 
-use crate::plan::ChunkedDribble;
+use decoy_spec::plan::ChunkedDribble;
 
 #[derive(Debug)]
 pub enum ResponseBody {

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::plan::Fault;
+use decoy_spec::plan::Fault;
 
 /// What the wrapped stream should do on its next write.
 #[derive(Debug, Default)]

@@ -33,12 +33,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin::{Admin, AdminRequest};
-use crate::engine::{Engine, Outcome, text_plan};
-use crate::journal::{Journal, ServeEvent};
-use crate::metrics::Metrics;
-use crate::plan::ResponsePlan;
-use crate::request::RequestSnapshot;
 use body::ResponseBody;
+use decoy_core::engine::{Engine, Outcome};
+use decoy_core::journal::{Journal, ServeEvent};
+use decoy_core::metrics::Metrics;
+use decoy_spec::plan::ResponsePlan;
+use decoy_spec::plan::text_plan;
+use decoy_spec::request::RequestSnapshot;
 use fault::{FaultIo, FaultSlot};
 use proxy::ProxyClient;
 

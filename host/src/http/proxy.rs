@@ -13,8 +13,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use crate::plan::ProxySpec;
-use crate::request::RequestSnapshot;
+use decoy_spec::plan::ProxySpec;
+use decoy_spec::request::RequestSnapshot;
 
 /// WireMock's default `--proxy-timeout` is 300 s; a mock that hangs that long hides
 /// the problem, so decoy waits 60 s unless told otherwise.

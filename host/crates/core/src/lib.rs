@@ -1,0 +1,24 @@
+//! decoy's engine core: what a mapping is, where mappings come from, and how a
+//! request becomes a response plan, independent of any transport.
+//!
+//! - [`mapping`]: the immutable [`Mapping`](mapping::Mapping) parsed from JSON (every
+//!   error names the file, the stub and the field) and the root-directory
+//!   [`loader`](mapping::load), shared by HTTP and MQ mappings.
+//! - [`engine`]: the live mapping set (swapped atomically on reload), the candidate
+//!   index, scenario states, and the "not matched" report.
+//! - [`store`]: mapping sources (files, the admin API), each file's last good version,
+//!   one swap per change.
+//! - [`journal`]: the bounded record of served requests; [`metrics`]: counters and
+//!   latency histograms.
+//! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
+//!   (custom matchers, the transformer chain and its failure rule).
+//!
+//! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`. Must not
+//! depend on: transports (HTTP, MQ), the admin API, the binary.
+
+pub mod engine;
+pub mod journal;
+pub mod mapping;
+pub mod metrics;
+pub mod plugins;
+pub mod store;

@@ -1,0 +1,427 @@
+//! Reading a root directory: every `*.json` under `mappings/`, bodies from `__files/`.
+//!
+//! Loading never stops at a bad file: each file is read on its own, valid stubs are kept
+//! and every problem is reported with the file, the stub (position, id, name), the JSON
+//! path of the field and the reason. Files are read in path order, which fixes the
+//! "most recently added wins" order between stubs of equal priority: a stub later in
+//! that order wins, as a stub added later wins in WireMock. Files are parsed on all
+//! cores, because a root with 10,000 one-stub files is common and start-up time counts.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use decoy_spec::fields::FieldError;
+use serde_json::Value;
+
+use super::{Mapping, ParseContext, Source, stubs_in_file};
+
+/// Which stub a problem is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StubRef {
+    pub index: usize,
+    pub id: Option<String>,
+    pub name: Option<String>,
+}
+
+/// One problem (or warning) found while loading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Relative to the root directory.
+    pub file: PathBuf,
+    pub stub: Option<StubRef>,
+    pub error: FieldError,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(s) = &self.stub {
+            write!(f, ": mapping #{}", s.index)?;
+            match (&s.id, &s.name) {
+                (Some(id), Some(name)) => write!(f, " (id {id}, name {name:?})")?,
+                (Some(id), None) => write!(f, " (id {id})")?,
+                (None, Some(name)) => write!(f, " (name {name:?})")?,
+                (None, None) => {}
+            }
+        }
+        write!(f, ": {}", self.error)
+    }
+}
+
+/// The outcome of loading one file of stubs (HTTP [`Mapping`]s by default; the MQ
+/// side loads its own mapping type with the same code).
+#[derive(Debug)]
+pub struct FileLoad<T = Mapping> {
+    /// Hash of the bytes read (0 when the file could not be read), so a watcher can
+    /// tell a changed file from one rewritten with the same content.
+    pub hash: u64,
+    pub mappings: Vec<T>,
+    /// Stubs (or whole files) that were rejected.
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<Problem>,
+    /// Number of stubs rejected.
+    pub rejected: usize,
+}
+
+impl<T> Default for FileLoad<T> {
+    fn default() -> Self {
+        FileLoad {
+            hash: 0,
+            mappings: Vec::new(),
+            problems: Vec::new(),
+            warnings: Vec::new(),
+            rejected: 0,
+        }
+    }
+}
+
+/// The outcome of loading a root directory.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub mappings: Vec<Mapping>,
+    /// Every mapping file read, relative to the root, with the hash of its content.
+    pub file_hashes: Vec<(PathBuf, u64)>,
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<Problem>,
+    pub rejected: usize,
+    pub files: usize,
+}
+
+/// `root/mappings`, `root/__files`.
+pub fn mappings_dir(root: &Path) -> PathBuf {
+    root.join("mappings")
+}
+
+pub fn files_dir(root: &Path) -> PathBuf {
+    root.join("__files")
+}
+
+/// Every `*.json` below `root/mappings`, sorted, relative to `root`.
+pub fn mapping_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    json_files(root, &mappings_dir(root))
+}
+
+/// Every `*.json` below `dir` (following symlinked folders, skipping hidden files),
+/// sorted, relative to `root`. A missing `dir` has none.
+pub fn json_files(root: &Path, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    if !dir.is_dir() {
+        return Ok(out);
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let path = entry.path();
+            let ty = entry.file_type()?;
+            let is_dir = ty.is_dir() || (ty.is_symlink() && path.is_dir());
+            if is_dir {
+                stack.push(path);
+            } else if path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+                && !path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.'))
+            {
+                out.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
+            }
+        }
+    }
+    // Byte order of the path text: as deterministic as component order, and much
+    // cheaper for 10,000 files.
+    out.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+    Ok(out)
+}
+
+/// Loads one mapping file (`rel` is relative to `root`).
+pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
+    load_stub_file(root, rel, &["id", "uuid"], |index, stub, text, warnings| {
+        let source = Source {
+            file: rel.to_path_buf(),
+            index,
+        };
+        Mapping::parse_with_text(stub, text, ctx, Some(source), warnings)
+    })
+}
+
+/// Reads a file of stubs (one stub, or `{"mappings": [...]}`) and parses each with
+/// `parse`, for HTTP and MQ mappings alike. A file that cannot be read or is not JSON
+/// is one problem; otherwise each stub is parsed on its own, and its problems and
+/// warnings name it (position, the first of `id_keys` it has, name). `parse` gets
+/// the stub's index, its JSON, the file's text when the file is that one stub (kept
+/// as written), and where to put warnings.
+pub fn load_stub_file<T>(
+    root: &Path,
+    rel: &Path,
+    id_keys: &[&str],
+    mut parse: impl FnMut(
+        usize,
+        &Value,
+        Option<&str>,
+        &mut Vec<FieldError>,
+    ) -> Result<T, Vec<FieldError>>,
+) -> FileLoad<T> {
+    let mut out = FileLoad::default();
+    let whole_file = |reason: String| Problem {
+        file: rel.to_path_buf(),
+        stub: None,
+        error: FieldError::new("", reason),
+    };
+    let text = match std::fs::read(root.join(rel)) {
+        Ok(t) => {
+            out.hash = content_hash(&t);
+            t
+        }
+        Err(e) => {
+            out.problems
+                .push(whole_file(format!("cannot read the file: {e}")));
+            out.rejected += 1;
+            return out;
+        }
+    };
+    let value: Value = match serde_json::from_slice(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            out.problems
+                .push(whole_file(format!("not valid JSON: {e}")));
+            out.rejected += 1;
+            return out;
+        }
+    };
+    let single_stub = value.get("mappings").is_none();
+    let stubs = match stubs_in_file(&value) {
+        Ok(s) => s,
+        Err(e) => {
+            out.problems.push(Problem {
+                file: rel.to_path_buf(),
+                stub: None,
+                error: e,
+            });
+            out.rejected += 1;
+            return out;
+        }
+    };
+    // Exact capacity: a `Mapping` is large, and growing a vector per file doubles
+    // what a root of many small files holds while it loads.
+    out.mappings.reserve_exact(stubs.len());
+    // A one-stub file keeps its text as written (no re-serialising).
+    let as_written = single_stub
+        .then(|| std::str::from_utf8(&text).ok().map(str::trim))
+        .flatten();
+    for (index, stub) in stubs.into_iter().enumerate() {
+        let stub_ref = || StubRef {
+            index,
+            id: id_keys
+                .iter()
+                .find_map(|k| stub.get(*k))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            name: stub.get("name").and_then(Value::as_str).map(str::to_owned),
+        };
+        let mut warnings = Vec::new();
+        match parse(index, stub, as_written, &mut warnings) {
+            Ok(m) => out.mappings.push(m),
+            Err(errors) => {
+                out.rejected += 1;
+                out.problems.extend(errors.into_iter().map(|error| Problem {
+                    file: rel.to_path_buf(),
+                    stub: Some(stub_ref()),
+                    error,
+                }));
+            }
+        }
+        out.warnings
+            .extend(warnings.into_iter().map(|error| Problem {
+                file: rel.to_path_buf(),
+                stub: Some(stub_ref()),
+                error,
+            }));
+    }
+    out
+}
+
+/// A fast, non-cryptographic hash of a file's content.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// `*.json` files directly in the root directory, which are not read (a common first
+/// mistake: mappings go in `mappings/`). The MQ connection files belong there.
+fn stray_json_files(root: &Path) -> Vec<Problem> {
+    const ROOT_FILES: [&str; 2] = ["mq-connections.json", "ibm-mq-connections.json"];
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Problem> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            n.to_ascii_lowercase().ends_with(".json")
+                && !n.starts_with('.')
+                && !ROOT_FILES.contains(&n.as_str())
+        })
+        .map(|n| Problem {
+            error: FieldError::new(
+                "",
+                format!(
+                    "this file is directly in the root directory, where mappings are not read: move it to mappings/{n}"
+                ),
+            ),
+            file: PathBuf::from(n),
+            stub: None,
+        })
+        .collect();
+    out.sort_by(|a, b| a.file.cmp(&b.file));
+    out
+}
+
+/// Loads every mapping file of `root`, in parallel, keeping path order.
+pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
+    load_root_with(root, &ParseContext::for_root(root))
+}
+
+/// [`load_root`] with the given parse context (plugins, global templating).
+pub fn load_root_with(root: &Path, ctx: &ParseContext) -> std::io::Result<LoadReport> {
+    if !root.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("root directory {} does not exist", root.display()),
+        ));
+    }
+    let files = mapping_files(root)?;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(files.len().div_ceil(64).max(1));
+    let chunk = files.len().div_ceil(threads).max(1);
+    let loads: Vec<FileLoad> = std::thread::scope(|s| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|rel| load_file(root, rel, ctx))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let mut report = LoadReport {
+        warnings: stray_json_files(root),
+        files: files.len(),
+        mappings: Vec::with_capacity(loads.iter().map(|l| l.mappings.len()).sum()),
+        ..LoadReport::default()
+    };
+    report.file_hashes.reserve_exact(files.len());
+    for (rel, l) in files.into_iter().zip(loads) {
+        report.file_hashes.push((rel, l.hash));
+        report.mappings.extend(l.mappings);
+        report.problems.extend(l.problems);
+        report.warnings.extend(l.warnings);
+        report.rejected += l.rejected;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = dir.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn loads_nested_files_and_multi_stub_files_in_path_order() {
+        let dir = root_with(&[
+            ("mappings/b.json", r#"{"request": {"urlPath": "/b"}}"#),
+            (
+                "mappings/a/x.json",
+                r#"{"mappings": [{"request": {"urlPath": "/a1"}}, {"request": {"urlPath": "/a2"}}]}"#,
+            ),
+            ("mappings/notes.txt", "ignored"),
+        ]);
+        let r = load_root(dir.path()).unwrap();
+        assert_eq!(r.files, 2);
+        assert_eq!(r.mappings.len(), 3);
+        assert_eq!(
+            r.mappings[0].source.as_ref().unwrap().file,
+            Path::new("mappings/a/x.json")
+        );
+        assert_eq!(r.mappings[1].source.as_ref().unwrap().index, 1);
+        assert!(r.problems.is_empty());
+    }
+
+    #[test]
+    fn a_bad_file_does_not_stop_the_others() {
+        let dir = root_with(&[
+            ("mappings/bad.json", "{ not json"),
+            ("mappings/good.json", r#"{"request": {"urlPath": "/ok"}}"#),
+            (
+                "mappings/mixed.json",
+                r#"{"mappings": [{"request": {"urlPath": "/fine"}}, {"id": "x1", "name": "broken", "request": {"urlPattern": "(["}}]}"#,
+            ),
+        ]);
+        let r = load_root(dir.path()).unwrap();
+        assert_eq!(r.mappings.len(), 2);
+        assert_eq!(r.rejected, 2);
+        let text: Vec<String> = r.problems.iter().map(|p| p.to_string()).collect();
+        assert!(
+            text[0].starts_with("mappings/bad.json: not valid JSON"),
+            "{text:?}"
+        );
+        assert!(
+            text[1].starts_with("mappings/mixed.json: mapping #1 (id x1, name \"broken\"): request.urlPattern: invalid regular expression"),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn json_files_directly_in_the_root_are_warned_about_not_loaded() {
+        let dir = root_with(&[
+            ("hello.json", r#"{"request": {"urlPath": "/h"}}"#),
+            ("mq-connections.json", "[]"),
+            ("mappings/ok.json", r#"{"request": {"urlPath": "/ok"}}"#),
+        ]);
+        let r = load_root(dir.path()).unwrap();
+        assert_eq!(r.mappings.len(), 1);
+        let text: Vec<String> = r.warnings.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            text,
+            [
+                "hello.json: this file is directly in the root directory, where mappings are not read: move it to mappings/hello.json"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_body_file_rejects_the_stub_with_its_name() {
+        let dir = root_with(&[(
+            "mappings/f.json",
+            r#"{"request": {"urlPath": "/f"}, "response": {"bodyFileName": "nope.json"}}"#,
+        )]);
+        let r = load_root(dir.path()).unwrap();
+        assert_eq!(r.rejected, 1);
+        assert!(
+            r.problems[0]
+                .to_string()
+                .contains("response.bodyFileName: body file \"nope.json\" not found")
+        );
+    }
+}

@@ -1,0 +1,782 @@
+//! Mappings (WireMock "stubs"): their parsed, immutable form, and how they are read.
+//!
+//! A [`Mapping`] is built once from JSON and never changes; everything that changes at
+//! run time (scenario states, counters) lives in the engine. The path-tracking JSON
+//! readers are `decoy_spec::fields`; `load` reads a root directory.
+
+pub mod load;
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+
+use decoy_matching::custom::CustomMatchers;
+use decoy_matching::request_pattern::RequestPattern;
+use decoy_spec::fields::{
+    FieldError, FieldResult, as_array, as_f64, as_i64, as_object, as_str, as_u64, join, kind,
+    warn_unknown,
+};
+use decoy_spec::plan::{ChunkedDribble, DelayDistribution, Fault, ProxySpec};
+
+/// WireMock's default priority.
+pub const DEFAULT_PRIORITY: i64 = 5;
+
+/// One stub: a request pattern and the response to give.
+#[derive(Debug)]
+pub struct Mapping {
+    pub id: Arc<str>,
+    pub name: Option<Arc<str>>,
+    pub priority: i64,
+    pub request: RequestPattern,
+    pub response: ResponseDef,
+    pub scenario: Option<ScenarioSpec>,
+    /// Where it came from, for messages (`None` for mappings made through an API).
+    pub source: Option<Source>,
+    /// The mapping as it was written, kept for the admin API and `validate`.
+    pub json: Box<str>,
+    /// `response.headers` plus WireMock's `Matched-Stub-Id` / `Matched-Stub-Name`,
+    /// built once here so answering a request copies no header.
+    pub served_headers: Arc<[(HeaderName, HeaderValue)]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// Relative to the root directory (`mappings/users.json`).
+    pub file: PathBuf,
+    /// Position in the file (0 for a file holding one stub).
+    pub index: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioSpec {
+    pub name: String,
+    pub required_state: Option<String>,
+    pub new_state: Option<String>,
+}
+
+/// The `response` object, with bodies already loaded and headers already validated.
+#[derive(Debug)]
+pub struct ResponseDef {
+    pub status: u16,
+    pub status_message: Option<Arc<str>>,
+    pub headers: Arc<[(HeaderName, HeaderValue)]>,
+    pub body: Bytes,
+    pub fixed_delay: Duration,
+    pub delay_distribution: Option<DelayDistribution>,
+    pub dribble: Option<ChunkedDribble>,
+    pub fault: Option<Fault>,
+    /// Forward to a real service instead of answering from the stub.
+    pub proxy: Option<Arc<ProxySpec>>,
+    /// Plugins that build the response from the request (`transformers`).
+    pub transformers: crate::plugins::Transformers,
+}
+
+/// What parsing needs to know besides the JSON.
+#[derive(Debug, Clone)]
+pub struct ParseContext {
+    /// The `__files` directory that `bodyFileName` is resolved in.
+    pub files_dir: PathBuf,
+    /// Where plugin names resolve; `None` refuses mappings that name a plugin.
+    pub plugins: Option<Arc<decoy_plugin_host::Plugins>>,
+    /// `--global-response-templating`: every stub goes through `response-template`.
+    pub global_templating: bool,
+}
+
+impl ParseContext {
+    /// Plugins from `<root>/plugins` (or `plugins_dir`) and the bundled ones, with
+    /// compiled code cached in the user's cache directory.
+    pub fn for_root(root: &Path) -> ParseContext {
+        ParseContext {
+            files_dir: load::files_dir(root),
+            plugins: Some(Arc::new(decoy_plugin_host::Plugins::new(
+                Some(root.join("plugins")),
+                decoy_plugin_host::Plugins::default_cache_dir(),
+            ))),
+            global_templating: false,
+        }
+    }
+}
+
+const MAPPING_FIELDS: &[&str] = &[
+    "id",
+    "uuid",
+    "name",
+    "priority",
+    "request",
+    "response",
+    "scenarioName",
+    "requiredScenarioState",
+    "newScenarioState",
+];
+/// Fields WireMock writes that do not change how decoy serves a stub.
+const MAPPING_IGNORED: &[&str] = &[
+    "persistent",
+    "metadata",
+    "insertionIndex",
+    "postServeActions",
+    "serveEventListeners",
+];
+const RESPONSE_FIELDS: &[&str] = &[
+    "status",
+    "statusMessage",
+    "headers",
+    "body",
+    "jsonBody",
+    "base64Body",
+    "bodyFileName",
+    "fixedDelayMilliseconds",
+    "delayDistribution",
+    "chunkedDribbleDelay",
+    "fault",
+    "proxyBaseUrl",
+    "proxyUrlPrefixToRemove",
+    "additionalProxyRequestHeaders",
+    "removeProxyRequestHeaders",
+    "transformers",
+    "transformerParameters",
+];
+const RESPONSE_IGNORED: &[&str] = &["fromConfiguredStub"];
+
+impl Mapping {
+    /// Compiles one stub. Every problem found is returned (not only the first), so
+    /// `decoy validate` can list them all; unknown fields go to `warnings`.
+    pub fn parse(
+        v: &Value,
+        ctx: &ParseContext,
+        source: Option<Source>,
+        warnings: &mut Vec<FieldError>,
+    ) -> Result<Mapping, Vec<FieldError>> {
+        Mapping::parse_with_text(v, None, ctx, source, warnings)
+    }
+
+    /// As [`Mapping::parse`], keeping `text` (the stub as written) instead of
+    /// re-serialising `v`.
+    pub fn parse_with_text(
+        v: &Value,
+        text: Option<&str>,
+        ctx: &ParseContext,
+        source: Option<Source>,
+        warnings: &mut Vec<FieldError>,
+    ) -> Result<Mapping, Vec<FieldError>> {
+        let obj = as_object(v, "").map_err(|e| vec![e])?;
+        warn_unknown(obj, "", MAPPING_FIELDS, MAPPING_IGNORED, warnings);
+        let mut errors = Vec::new();
+
+        let id: Option<Arc<str>> = match obj.get("id").or_else(|| obj.get("uuid")) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().into()),
+            Some(other) => {
+                errors.push(FieldError::new(
+                    "id",
+                    format!("expected a non-empty string, found {}", kind(other)),
+                ));
+                None
+            }
+            None => None,
+        };
+        let name = match obj.get("name") {
+            Some(n) => match as_str(n, "name") {
+                Ok(s) => Some(Arc::<str>::from(s)),
+                Err(e) => {
+                    errors.push(e);
+                    None
+                }
+            },
+            None => None,
+        };
+        let priority = match obj.get("priority") {
+            Some(p) => as_i64(p, "priority").unwrap_or_else(|e| {
+                errors.push(e);
+                DEFAULT_PRIORITY
+            }),
+            None => DEFAULT_PRIORITY,
+        };
+        let request = match obj.get("request") {
+            Some(r) => {
+                let matchers = ctx.plugins.as_deref().map(crate::plugins::PluginMatchers);
+                let custom = matchers.as_ref().map(|m| m as &dyn CustomMatchers);
+                RequestPattern::parse_with(r, "request", warnings, custom)
+                    .map_err(|e| errors.push(e))
+                    .ok()
+            }
+            None => {
+                errors.push(FieldError::new(
+                    "request",
+                    "missing; every mapping needs a request pattern",
+                ));
+                None
+            }
+        };
+        let response = match obj.get("response") {
+            Some(r) => parse_response(r, ctx, warnings)
+                .map_err(|e| errors.extend(e))
+                .ok(),
+            None => Some(default_response()),
+        };
+        let scenario = parse_scenario(obj)
+            .map_err(|e| errors.push(e))
+            .ok()
+            .flatten();
+
+        match (request, response, errors.is_empty()) {
+            (Some(request), Some(response), true) => {
+                let id = id.unwrap_or_else(|| derived_id(source.as_ref(), v));
+                let mut served: Vec<_> = response.headers.to_vec();
+                for (header, value) in [
+                    ("matched-stub-id", Some(&id)),
+                    ("matched-stub-name", name.as_ref()),
+                ] {
+                    if let Some(v) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
+                        served.push((HeaderName::from_static(header), v));
+                    }
+                }
+                if let Some(c) = &request.custom {
+                    c.bind(&id, name.as_deref());
+                }
+                Ok(Mapping {
+                    id,
+                    name,
+                    priority,
+                    request,
+                    response,
+                    scenario,
+                    source,
+                    json: match text {
+                        Some(t) => t.into(),
+                        None => v.to_string().into_boxed_str(),
+                    },
+                    served_headers: Arc::from(served),
+                })
+            }
+            _ => Err(errors),
+        }
+    }
+
+    /// `users.json [2] (id …, name "get user")`, for messages.
+    pub fn label(&self) -> String {
+        let mut s = String::new();
+        if let Some(src) = &self.source {
+            s.push_str(&format!("{} [{}] ", src.file.display(), src.index));
+        }
+        s.push_str(&format!("(id {}", self.id));
+        if let Some(n) = &self.name {
+            s.push_str(&format!(", name {n:?}"));
+        }
+        s.push(')');
+        s
+    }
+}
+
+/// A mapping without an `id` gets one derived from where it was read and what it says,
+/// so the id (shown in `Matched-Stub-Id` and metrics) stays the same across restarts
+/// and reloads, unlike WireMock's random one.
+fn derived_id(source: Option<&Source>, v: &Value) -> Arc<str> {
+    let key = match source {
+        Some(s) => format!("{}#{}", s.file.display(), s.index),
+        None => v.to_string(),
+    };
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, key.as_bytes())
+        .to_string()
+        .into()
+}
+
+fn default_response() -> ResponseDef {
+    ResponseDef {
+        status: 200,
+        status_message: None,
+        headers: Arc::from(Vec::new()),
+        body: Bytes::new(),
+        fixed_delay: Duration::ZERO,
+        delay_distribution: None,
+        dribble: None,
+        fault: None,
+        proxy: None,
+        transformers: Default::default(),
+    }
+}
+
+fn parse_scenario(obj: &Map<String, Value>) -> FieldResult<Option<ScenarioSpec>> {
+    let get = |k: &str| -> FieldResult<Option<String>> {
+        obj.get(k)
+            .map(|v| as_str(v, k).map(str::to_owned))
+            .transpose()
+    };
+    let name = get("scenarioName")?;
+    let required_state = get("requiredScenarioState")?;
+    let new_state = get("newScenarioState")?;
+    match name {
+        Some(name) => Ok(Some(ScenarioSpec {
+            name,
+            required_state,
+            new_state,
+        })),
+        None if required_state.is_some() || new_state.is_some() => Err(FieldError::new(
+            "scenarioName",
+            "missing: requiredScenarioState and newScenarioState need a scenarioName",
+        )),
+        None => Ok(None),
+    }
+}
+
+fn parse_response(
+    v: &Value,
+    ctx: &ParseContext,
+    warnings: &mut Vec<FieldError>,
+) -> Result<ResponseDef, Vec<FieldError>> {
+    let obj = as_object(v, "response").map_err(|e| vec![e])?;
+    let mut errors = Vec::new();
+    warn_unknown(obj, "response", RESPONSE_FIELDS, RESPONSE_IGNORED, warnings);
+    let mut check = |r: FieldResult<()>| {
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    };
+    let mut out = default_response();
+
+    check((|| {
+        if let Some(s) = obj.get("status") {
+            let n = as_u64(s, "response.status")?;
+            out.status = u16::try_from(n)
+                .ok()
+                .filter(|n| (100..=999).contains(n))
+                .ok_or_else(|| {
+                    FieldError::new(
+                        "response.status",
+                        format!("{n} is not an HTTP status (100-999)"),
+                    )
+                })?;
+        }
+        if let Some(m) = obj.get("statusMessage") {
+            out.status_message = Some(as_str(m, "response.statusMessage")?.into());
+        }
+        Ok(())
+    })());
+    check(parse_headers(obj, &mut out));
+    check(parse_body(obj, ctx, &mut out));
+    check(parse_delays(obj, &mut out));
+    check(parse_proxy(obj, &mut out));
+    check((|| {
+        if let Some(f) = obj.get("fault") {
+            let name = as_str(f, "response.fault")?;
+            out.fault = Some(Fault::from_name(name).ok_or_else(|| {
+                FieldError::new(
+                    "response.fault",
+                    format!(
+                        "unknown fault {name:?}; expected one of {}",
+                        Fault::NAMES.join(", ")
+                    ),
+                )
+            })?);
+        }
+        Ok(())
+    })());
+    match crate::plugins::Transformers::parse(obj, ctx.plugins.as_deref(), ctx.global_templating) {
+        Ok(t) => out.transformers = t,
+        Err(e) => errors.extend(e),
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// `proxyBaseUrl` and its companions: forward the request to a real service.
+fn parse_proxy(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<()> {
+    let Some(base) = obj.get("proxyBaseUrl") else {
+        for key in [
+            "proxyUrlPrefixToRemove",
+            "additionalProxyRequestHeaders",
+            "removeProxyRequestHeaders",
+        ] {
+            if obj.contains_key(key) {
+                return Err(FieldError::new(
+                    join("response", key),
+                    "only has an effect with proxyBaseUrl, which is missing",
+                ));
+            }
+        }
+        return Ok(());
+    };
+    let path = "response.proxyBaseUrl";
+    let base = as_str(base, path)?.trim_end_matches('/');
+    let uri: http::Uri = base
+        .parse()
+        .map_err(|e| FieldError::new(path, format!("{base:?} is not a URL: {e}")))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") if uri.authority().is_some() => {}
+        _ => {
+            return Err(FieldError::new(
+                path,
+                format!("{base:?} must be an absolute http:// or https:// URL"),
+            ));
+        }
+    }
+    let prefix = obj
+        .get("proxyUrlPrefixToRemove")
+        .map(|v| as_str(v, "response.proxyUrlPrefixToRemove").map(str::to_owned))
+        .transpose()?;
+    let mut add = Vec::new();
+    if let Some(h) = obj.get("additionalProxyRequestHeaders") {
+        let hpath = "response.additionalProxyRequestHeaders";
+        for (k, v) in as_object(h, hpath)? {
+            let at = join(hpath, k);
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| FieldError::new(&at, "is not a valid header name"))?;
+            let value = HeaderValue::from_str(as_str(v, &at)?).map_err(|_| {
+                FieldError::new(&at, "contains characters not allowed in a header value")
+            })?;
+            add.push((name, value));
+        }
+    }
+    let mut remove = Vec::new();
+    if let Some(list) = obj.get("removeProxyRequestHeaders") {
+        let rpath = "response.removeProxyRequestHeaders";
+        for (i, v) in as_array(list, rpath)?.iter().enumerate() {
+            let at = format!("{rpath}[{i}]");
+            remove.push(
+                HeaderName::from_bytes(as_str(v, &at)?.as_bytes())
+                    .map_err(|_| FieldError::new(&at, "is not a valid header name"))?,
+            );
+        }
+    }
+    out.proxy = Some(Arc::new(ProxySpec {
+        base_url: base.to_owned(),
+        prefix_to_remove: prefix,
+        add_headers: add,
+        remove_headers: remove,
+    }));
+    Ok(())
+}
+
+fn parse_headers(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<()> {
+    let Some(h) = obj.get("headers") else {
+        return Ok(());
+    };
+    let mut list = Vec::new();
+    for (name, value) in as_object(h, "response.headers")? {
+        let path = join("response.headers", name);
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| FieldError::new(&path, "not a valid HTTP header name"))?;
+        let values: Vec<&Value> = match value {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        };
+        for (i, v) in values.into_iter().enumerate() {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                other => {
+                    return Err(FieldError::new(
+                        &path,
+                        format!(
+                            "expected a string or an array of strings, found {}",
+                            kind(other)
+                        ),
+                    ));
+                }
+            };
+            let hv = HeaderValue::from_str(&text).map_err(|_| {
+                FieldError::new(
+                    format!("{path}[{i}]"),
+                    "contains characters not allowed in a header value",
+                )
+            })?;
+            list.push((header.clone(), hv));
+        }
+    }
+    out.headers = Arc::from(list);
+    Ok(())
+}
+
+fn parse_body(
+    obj: &Map<String, Value>,
+    ctx: &ParseContext,
+    out: &mut ResponseDef,
+) -> FieldResult<()> {
+    let keys = ["body", "jsonBody", "base64Body", "bodyFileName"];
+    if let Some(body) = parse_body_field(obj, &ctx.files_dir, &keys)? {
+        out.body = body;
+    }
+    Ok(())
+}
+
+/// The body of a `response` object (HTTP or MQ), from whichever one of `keys` it
+/// gives: `body` (a string, or any JSON value written as JSON, as WireMock does),
+/// `text` (a string), `jsonBody`, `base64Body` or `bodyFileName` (read from
+/// `files_dir`, never outside it). More than one is an error; none is `None`.
+pub fn parse_body_field(
+    obj: &Map<String, Value>,
+    files_dir: &Path,
+    keys: &[&str],
+) -> FieldResult<Option<Bytes>> {
+    let given: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| obj.get(*k).is_some_and(|v| !v.is_null()))
+        .collect();
+    if given.len() > 1 {
+        return Err(FieldError::new(
+            "response",
+            format!(
+                "only one body field may be given, found {}",
+                given.join(" and ")
+            ),
+        ));
+    }
+    let Some(&key) = given.first() else {
+        return Ok(None);
+    };
+    let path = join("response", key);
+    let value = &obj[key];
+    Ok(Some(match key {
+        "body" => Bytes::from(match value {
+            Value::String(s) => s.clone(),
+            // WireMock accepts a JSON value in `body` and writes it as JSON.
+            other => other.to_string(),
+        }),
+        "jsonBody" => Bytes::from(value.to_string()),
+        "base64Body" => Bytes::from(
+            base64::engine::general_purpose::STANDARD
+                .decode(as_str(value, &path)?.trim())
+                .map_err(|e| FieldError::new(&path, format!("not valid base64: {e}")))?,
+        ),
+        "bodyFileName" => {
+            let name = as_str(value, &path)?;
+            let file = resolve_body_file(files_dir, name).map_err(|r| FieldError::new(&path, r))?;
+            Bytes::from(std::fs::read(&file).map_err(|e| {
+                FieldError::new(&path, format!("cannot read {}: {e}", file.display()))
+            })?)
+        }
+        _ => Bytes::from(as_str(value, &path)?.to_owned()),
+    }))
+}
+
+/// Resolves `name` inside `files_dir`, refusing anything that would leave it.
+pub fn resolve_body_file(files_dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let rel = Path::new(name);
+    let mut depth = 0usize;
+    for c in rel.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir if depth > 0 => depth -= 1,
+            _ => {
+                return Err(format!(
+                    "{name:?} is outside __files; bodyFileName must be a relative path inside __files"
+                ));
+            }
+        }
+    }
+    let full = files_dir.join(rel);
+    if !full.is_file() {
+        return Err(format!(
+            "body file {name:?} not found: __files/{name} does not exist"
+        ));
+    }
+    // A symlink inside __files may still point outside it.
+    let (Ok(canon), Ok(root)) = (full.canonicalize(), files_dir.canonicalize()) else {
+        return Err(format!("cannot resolve body file {name:?}"));
+    };
+    if !canon.starts_with(&root) {
+        return Err(format!(
+            "{name:?} resolves outside __files (through a link)"
+        ));
+    }
+    Ok(full)
+}
+
+fn parse_delays(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<()> {
+    if let Some(ms) = obj.get("fixedDelayMilliseconds") {
+        out.fixed_delay = Duration::from_millis(as_u64(ms, "response.fixedDelayMilliseconds")?);
+    }
+    if let Some(d) = obj.get("delayDistribution") {
+        out.delay_distribution = Some(parse_distribution(d, "response.delayDistribution")?);
+    }
+    if let Some(d) = obj.get("chunkedDribbleDelay") {
+        let path = "response.chunkedDribbleDelay";
+        let o = as_object(d, path)?;
+        let get = |k: &str| {
+            o.get(k)
+                .ok_or_else(|| FieldError::new(path, format!("missing \"{k}\"")))
+                .and_then(|v| as_u64(v, &join(path, k)))
+        };
+        let chunks = get("numberOfChunks")?;
+        if chunks == 0 || chunks > 100_000 {
+            return Err(FieldError::new(
+                join(path, "numberOfChunks"),
+                "must be between 1 and 100000",
+            ));
+        }
+        out.dribble = Some(ChunkedDribble {
+            chunks: chunks as u32,
+            total: Duration::from_millis(get("totalDuration")?),
+        });
+    }
+    Ok(())
+}
+
+/// Reads a `delayDistribution` object (also used for the global delay setting).
+pub fn parse_distribution(v: &Value, path: &str) -> FieldResult<DelayDistribution> {
+    let o = as_object(v, path)?;
+    let ty = as_str(
+        o.get("type").ok_or_else(|| {
+            FieldError::new(path, "missing \"type\" (lognormal, uniform or fixed)")
+        })?,
+        &join(path, "type"),
+    )?;
+    let num = |k: &str| {
+        o.get(k)
+            .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
+            .and_then(|v| as_f64(v, &join(path, k)))
+    };
+    let int = |k: &str| {
+        o.get(k)
+            .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
+            .and_then(|v| as_u64(v, &join(path, k)))
+    };
+    match ty {
+        "lognormal" => {
+            let median = num("median")?;
+            let sigma = num("sigma")?;
+            if median <= 0.0 || sigma < 0.0 {
+                return Err(FieldError::new(path, "median must be > 0 and sigma >= 0"));
+            }
+            let max = match o.get("maxValue") {
+                Some(m) => Some(as_f64(m, &join(path, "maxValue"))?),
+                None => None,
+            };
+            Ok(DelayDistribution::LogNormal { median, sigma, max })
+        }
+        "uniform" => {
+            let (lower, upper) = (int("lower")?, int("upper")?);
+            if lower > upper {
+                return Err(FieldError::new(path, "lower must not exceed upper"));
+            }
+            Ok(DelayDistribution::Uniform { lower, upper })
+        }
+        "fixed" => Ok(DelayDistribution::Fixed {
+            milliseconds: int("milliseconds")?,
+        }),
+        other => Err(FieldError::new(
+            join(path, "type"),
+            format!("unknown distribution {other:?}; expected lognormal, uniform or fixed"),
+        )),
+    }
+}
+
+/// A file holds one stub, or `{"mappings": [...]}`.
+pub fn stubs_in_file(v: &Value) -> FieldResult<Vec<&Value>> {
+    match v.get("mappings") {
+        Some(list) if v.get("request").is_none() => {
+            Ok(as_array(list, "mappings")?.iter().collect())
+        }
+        _ => Ok(vec![v]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ctx() -> ParseContext {
+        ParseContext {
+            files_dir: PathBuf::from("/nonexistent/__files"),
+            plugins: None,
+            global_templating: false,
+        }
+    }
+
+    fn parse(v: Value) -> Result<Mapping, Vec<FieldError>> {
+        Mapping::parse(&v, &ctx(), None, &mut Vec::new())
+    }
+
+    #[test]
+    fn parses_a_typical_stub() {
+        let m = parse(json!({
+            "name": "get user",
+            "priority": 1,
+            "request": {"method": "GET", "urlPath": "/users/1"},
+            "response": {
+                "status": 201, "statusMessage": "Made",
+                "headers": {"Content-Type": "application/json", "Set-Cookie": ["a=1", "b=2"]},
+                "jsonBody": {"id": 1},
+                "fixedDelayMilliseconds": 10
+            }
+        }))
+        .unwrap();
+        assert_eq!(m.priority, 1);
+        assert_eq!(m.response.status, 201);
+        assert_eq!(m.response.headers.len(), 3);
+        assert_eq!(&m.response.body[..], br#"{"id":1}"#);
+        assert_eq!(m.response.fixed_delay, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn ids_without_an_id_field_are_stable() {
+        let v = json!({"request": {"urlPath": "/a"}});
+        let src = Source {
+            file: "mappings/a.json".into(),
+            index: 0,
+        };
+        let a = Mapping::parse(&v, &ctx(), Some(src.clone()), &mut Vec::new()).unwrap();
+        let b = Mapping::parse(&v, &ctx(), Some(src), &mut Vec::new()).unwrap();
+        assert_eq!(a.id, b.id);
+    }
+
+    #[test]
+    fn collects_every_error_in_a_mapping() {
+        let errs = parse(json!({
+            "priority": "high",
+            "request": {"headers": {"A": {"equalsTo": "x"}}},
+            "response": {"status": 42, "fault": "BOOM", "body": "a", "jsonBody": {}}
+        }))
+        .unwrap_err();
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert!(paths.contains(&"priority"), "{paths:?}");
+        assert!(paths.contains(&"request.headers.A.equalsTo"), "{paths:?}");
+        assert!(paths.contains(&"response.status"), "{paths:?}");
+        assert!(paths.contains(&"response.fault"), "{paths:?}");
+        assert!(paths.contains(&"response"), "{paths:?}");
+    }
+
+    #[test]
+    fn body_files_may_not_escape_files_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ok.txt"), "x").unwrap();
+        assert!(resolve_body_file(dir.path(), "ok.txt").is_ok());
+        assert!(
+            resolve_body_file(dir.path(), "../etc/passwd")
+                .unwrap_err()
+                .contains("outside __files")
+        );
+        assert!(
+            resolve_body_file(dir.path(), "/etc/passwd")
+                .unwrap_err()
+                .contains("outside __files")
+        );
+        assert!(
+            resolve_body_file(dir.path(), "missing.txt")
+                .unwrap_err()
+                .contains("not found")
+        );
+    }
+
+    #[test]
+    fn delay_distributions_are_validated() {
+        let e = parse_distribution(&json!({"type": "lognormal", "median": 80}), "d").unwrap_err();
+        assert!(e.reason.contains("sigma"));
+        let e = parse_distribution(&json!({"type": "gamma"}), "d").unwrap_err();
+        assert_eq!(e.path, "d.type");
+        assert_eq!(
+            parse_distribution(&json!({"type": "uniform", "lower": 1, "upper": 5}), "d").unwrap(),
+            DelayDistribution::Uniform { lower: 1, upper: 5 }
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! Counters and latency histograms, rendered in the Prometheus text format.
+//!
+//! Everything is a relaxed atomic, and the per-transport counters are sharded by
+//! worker thread: recording a request is a handful of uncontended increments, cheap
+//! enough to leave on (measured in docs/performance.md). Per-mapping counters live in
+//! [`MappingStats`], shared by a mapping and its reloaded successors (same id), so a
+//! reload does not reset them.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Upper bounds of the latency buckets, in seconds (as rendered) and nanoseconds.
+const BOUNDS: [f64; 14] = [
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 1.0,
+];
+const BOUND_NANOS: [u64; 14] = [
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    1_000_000_000,
+];
+
+/// Latency buckets of one shard: counts per bucket, total count, sum.
+#[derive(Debug, Default)]
+struct Buckets {
+    buckets: [AtomicU64; BOUNDS.len()],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+/// What one worker thread counts for one transport. Aligned to its own cache lines
+/// so two threads counting at once never touch the same line.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard {
+    matched: AtomicU64,
+    unmatched: AtomicU64,
+    processing: Buckets,
+}
+
+/// Counter shards: requests on different worker threads increment different
+/// cache lines; rendering adds the shards up.
+const SHARDS: usize = 8;
+
+thread_local! {
+    static SHARD_INDEX: usize = {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        (NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS as u64) as usize
+    };
+}
+
+/// Counters of one transport: requests matched and unmatched, and the histogram of
+/// processing time (request read to response handed to the transport, configured
+/// delays excluded).
+#[derive(Debug, Default)]
+pub struct TransportMetrics {
+    shards: [Shard; SHARDS],
+}
+
+impl TransportMetrics {
+    fn shard(&self) -> &Shard {
+        &self.shards[SHARD_INDEX.with(|i| *i)]
+    }
+
+    pub fn count(&self, matched: bool) {
+        let s = self.shard();
+        let c = if matched { &s.matched } else { &s.unmatched };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn observe(&self, d: Duration) {
+        let h = &self.shard().processing;
+        let nanos = d.as_nanos().min(u64::MAX as u128) as u64;
+        if let Some(i) = BOUND_NANOS.iter().position(|b| nanos <= *b) {
+            h.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        h.count.fetch_add(1, Ordering::Relaxed);
+        h.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub fn matched_total(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.matched.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub fn unmatched_total(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.unmatched.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn render_histogram(&self, out: &mut String, name: &str, labels: &str) {
+        let sum_of = |f: &dyn Fn(&Buckets) -> &AtomicU64| -> u64 {
+            self.shards
+                .iter()
+                .map(|s| f(&s.processing).load(Ordering::Relaxed))
+                .sum()
+        };
+        let mut cumulative = 0;
+        for (i, b) in BOUNDS.iter().enumerate() {
+            cumulative += sum_of(&|h| &h.buckets[i]);
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {cumulative}");
+        }
+        let count = sum_of(&|h| &h.count);
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+        let sum = sum_of(&|h| &h.sum_nanos) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+    }
+}
+
+/// Runtime counters of one mapping.
+#[derive(Debug, Default)]
+pub struct MappingStats {
+    pub served: AtomicU64,
+}
+
+/// The per-mapping counters of MQ mappings: (id, name, counters).
+pub type MqMappingStats = Vec<(Arc<str>, Option<Arc<str>>, Arc<MappingStats>)>;
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub http: TransportMetrics,
+    pub amqp: Arc<TransportMetrics>,
+    pub ibm_mq: Arc<TransportMetrics>,
+    /// Set when the MQ runtime starts.
+    mq_mappings: Mutex<MqMappingStats>,
+}
+
+impl Metrics {
+    pub fn set_mq_mappings(&self, list: MqMappingStats) {
+        *self.mq_mappings.lock().unwrap_or_else(|p| p.into_inner()) = list;
+    }
+
+    /// The Prometheus text exposition; `mappings` yields (id, name, stats).
+    pub fn render<'a>(
+        &self,
+        mappings: impl Iterator<Item = (&'a str, Option<&'a str>, &'a MappingStats)>,
+    ) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP decoy_requests_total Requests answered, by transport and outcome.\n");
+        out.push_str("# TYPE decoy_requests_total counter\n");
+        let transports = [
+            ("http", &self.http),
+            ("amqp", &*self.amqp),
+            ("ibm-mq", &*self.ibm_mq),
+        ];
+        for (transport, m) in transports {
+            for (outcome, n) in [
+                ("matched", m.matched_total()),
+                ("unmatched", m.unmatched_total()),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "decoy_requests_total{{transport=\"{transport}\",outcome=\"{outcome}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# HELP decoy_mapping_requests_total Requests answered by each mapping.\n");
+        out.push_str("# TYPE decoy_mapping_requests_total counter\n");
+        let line = |out: &mut String, id: &str, name: Option<&str>, stats: &MappingStats| {
+            let _ = writeln!(
+                out,
+                "decoy_mapping_requests_total{{mapping_id=\"{}\",mapping_name=\"{}\"}} {}",
+                escape(id),
+                escape(name.unwrap_or("")),
+                stats.served.load(Ordering::Relaxed)
+            );
+        };
+        for (id, name, stats) in mappings {
+            line(&mut out, id, name, stats);
+        }
+        for (id, name, stats) in self
+            .mq_mappings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            line(&mut out, id, name.as_deref(), stats);
+        }
+        out.push_str(
+            "# HELP decoy_processing_seconds Time from request read to response written, without configured delays.\n",
+        );
+        out.push_str("# TYPE decoy_processing_seconds histogram\n");
+        for (transport, m) in transports {
+            m.render_histogram(
+                &mut out,
+                "decoy_processing_seconds",
+                &format!("transport=\"{transport}\""),
+            );
+        }
+        out
+    }
+}
+
+/// The mapping set's own figures: how often it was swapped, how big it is, and how
+/// many problems the files have now.
+pub fn render_store(out: &mut String, swaps: u64, live: usize, problems: usize) {
+    for (name, kind, help, value) in [
+        (
+            "decoy_mapping_set_swaps_total",
+            "counter",
+            "Mapping sets published (start, reloads, admin API changes).",
+            swaps,
+        ),
+        (
+            "decoy_mappings_live",
+            "gauge",
+            "Mappings being served.",
+            live as u64,
+        ),
+        (
+            "decoy_mapping_problems",
+            "gauge",
+            "Problems in mapping files now (their last good version is served).",
+            problems as u64,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name} {value}");
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Per-plugin call, failure, timeout and instance counters.
+pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<decoy_plugin_host::Plugin>]) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if plugins.is_empty() {
+        return;
+    }
+    type Get = fn(&decoy_plugin_host::PluginStats) -> u64;
+    let series: [(&str, &str, Get); 4] = [
+        (
+            "decoy_plugin_calls_total",
+            "Plugin calls (matchers and transformers).",
+            |s| s.calls.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_failures_total",
+            "Plugin calls that failed (trap, timeout, memory limit, error, malformed answer).",
+            |s| s.failures.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_timeouts_total",
+            "Plugin calls stopped at their CPU deadline.",
+            |s| s.timeouts.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_instances_created_total",
+            "Plugin instances created (a warm one is reused when it can be).",
+            |s| s.instances_created.load(Relaxed),
+        ),
+    ];
+    for (name, help, get) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for p in plugins {
+            let _ = writeln!(out, "{name}{{plugin=\"{}\"}} {}", p.name, get(&p.stats));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let m = Metrics::default();
+        m.http.observe(Duration::from_micros(10));
+        m.http.observe(Duration::from_micros(300));
+        m.http.observe(Duration::from_secs(5));
+        let stats = MappingStats::default();
+        stats.served.fetch_add(2, Ordering::Relaxed);
+        let text = m.render([("id-1", Some("a \"b\""), &stats)].into_iter());
+        assert!(
+            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"0.000025\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"0.0005\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("decoy_processing_seconds_bucket{transport=\"http\",le=\"+Inf\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "decoy_mapping_requests_total{mapping_id=\"id-1\",mapping_name=\"a \\\"b\\\"\"} 2"
+            ),
+            "{text}"
+        );
+    }
+}

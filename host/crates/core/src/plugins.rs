@@ -1,0 +1,337 @@
+//! Where plugins meet mappings: a `customMatcher` in a request pattern, the
+//! `transformers` chain on a response (HTTP and MQ), and the plugin's view of a
+//! request. The plugin runtime below (`decoy-plugin-host`) knows nothing of HTTP or
+//! mappings; this module adapts the two, and [`Transformers::run`] is the one place
+//! that decides what a failed chain means, for both transports.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use decoy_matching::custom::{CustomMatch, CustomMatchers, MatchFailure};
+use decoy_plugin_host::{Plugin, PluginFailure, Plugins, wit};
+use decoy_spec::fields::{FieldError, FieldResult, as_object, as_str, join};
+use decoy_spec::plan::ResponsePlan;
+use decoy_spec::request::RequestSnapshot;
+use http::{HeaderName, HeaderValue};
+use serde_json::Value;
+
+/// Resolves `customMatcher`s to plugins' matchers while stubs are parsed.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginMatchers<'a>(pub &'a Plugins);
+
+impl CustomMatchers for PluginMatchers<'_> {
+    fn resolve(&self, v: &Value, path: &str) -> FieldResult<Arc<dyn CustomMatch>> {
+        Ok(Arc::new(CustomMatcher::parse(v, path, self.0)?))
+    }
+}
+
+/// `request.customMatcher`: `{"name": "...", "parameters": {...}}`.
+#[derive(Debug)]
+pub struct CustomMatcher {
+    pub plugin: Arc<Plugin>,
+    /// JSON text of `parameters` (`{}` when absent).
+    pub parameters: Arc<str>,
+    /// The call context (mapping id, name, parameters), built once the mapping's id
+    /// is known, so a call allocates none of it.
+    context: std::sync::OnceLock<wit::CallContext>,
+}
+
+impl CustomMatcher {
+    pub fn parse(v: &Value, path: &str, plugins: &Plugins) -> FieldResult<CustomMatcher> {
+        let obj = as_object(v, path)?;
+        for k in obj.keys() {
+            if k != "name" && k != "parameters" {
+                return Err(FieldError::new(
+                    join(path, k),
+                    "unknown field (a customMatcher has name and parameters)",
+                ));
+            }
+        }
+        let name_path = join(path, "name");
+        let name = as_str(
+            obj.get("name")
+                .ok_or_else(|| FieldError::new(&name_path, "missing: the plugin's name"))?,
+            &name_path,
+        )?;
+        let plugin = plugins
+            .get(name)
+            .map_err(|e| FieldError::new(&name_path, e))?;
+        if !plugin.has_matcher() {
+            return Err(FieldError::new(
+                &name_path,
+                format!("plugin {name:?} has no matcher (it exports only a transformer)"),
+            ));
+        }
+        let parameters = parameters_json(obj.get("parameters"), &join(path, "parameters"))?;
+        Ok(CustomMatcher {
+            plugin,
+            parameters,
+            context: std::sync::OnceLock::new(),
+        })
+    }
+}
+
+impl CustomMatch for CustomMatcher {
+    fn bind(&self, id: &str, name: Option<&str>) {
+        let _ = self.context.set(call_context(id, name, &self.parameters));
+    }
+
+    fn matches(
+        &self,
+        req: &RequestSnapshot,
+        path_parameters: &[(String, String)],
+    ) -> Result<bool, MatchFailure> {
+        let ctx = self
+            .context
+            .get_or_init(|| call_context("", None, &self.parameters));
+        let request = http_request_for(req, path_parameters.to_vec());
+        self.plugin
+            .matches(ctx, &request)
+            .map_err(|f| MatchFailure {
+                matcher: f.plugin,
+                reason: f.reason,
+            })
+    }
+}
+
+/// What a plugin call is told about its mapping.
+pub fn call_context(id: &str, name: Option<&str>, parameters: &str) -> wit::CallContext {
+    wit::CallContext {
+        mapping_id: id.to_owned(),
+        mapping_name: name.map(str::to_owned),
+        parameters: parameters.to_owned(),
+    }
+}
+
+fn parameters_json(v: Option<&Value>, path: &str) -> FieldResult<Arc<str>> {
+    match v {
+        None | Some(Value::Null) => Ok(Arc::from("{}")),
+        Some(v @ Value::Object(_)) => Ok(Arc::from(v.to_string())),
+        Some(_) => Err(FieldError::new(path, "must be a JSON object")),
+    }
+}
+
+/// `response.transformers` and `response.transformerParameters`, resolved.
+#[derive(Debug, Default, Clone)]
+pub struct Transformers {
+    pub plugins: Vec<Arc<Plugin>>,
+    pub parameters: Arc<str>,
+    /// The call context, built on the first call (these belong to one mapping).
+    context: std::sync::OnceLock<wit::CallContext>,
+}
+
+impl Transformers {
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+
+    /// The context every call of these transformers gets, for mapping `id`.
+    pub fn context(&self, id: &str, name: Option<&str>) -> &wit::CallContext {
+        self.context
+            .get_or_init(|| call_context(id, name, &self.parameters))
+    }
+
+    /// Reads the two fields from `response` (`obj`). With `global_templating`,
+    /// `response-template` runs first on every stub.
+    pub fn parse(
+        obj: &serde_json::Map<String, Value>,
+        plugins: Option<&Plugins>,
+        global_templating: bool,
+    ) -> Result<Transformers, Vec<FieldError>> {
+        let mut names: Vec<(String, String)> = Vec::new();
+        let mut errors = Vec::new();
+        if global_templating {
+            names.push((
+                "response-template".into(),
+                "--global-response-templating".into(),
+            ));
+        }
+        match obj.get("transformers") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    let path = format!("response.transformers[{i}]");
+                    match item.as_str() {
+                        Some(n) if global_templating && n == "response-template" => {}
+                        Some(n) => names.push((n.to_owned(), path)),
+                        None => {
+                            errors.push(FieldError::new(path, "must be a plugin name (a string)"))
+                        }
+                    }
+                }
+            }
+            Some(_) => errors.push(FieldError::new(
+                "response.transformers",
+                "must be a list of plugin names",
+            )),
+        }
+        let parameters = parameters_json(
+            obj.get("transformerParameters"),
+            "response.transformerParameters",
+        )
+        .map_err(|e| errors.push(e))
+        .unwrap_or_else(|()| Arc::from("{}"));
+        let mut out = Vec::new();
+        if !names.is_empty() {
+            match plugins {
+                None => errors.push(FieldError::new(
+                    "response.transformers",
+                    "plugins are not available here",
+                )),
+                Some(plugins) => {
+                    for (name, path) in names {
+                        match plugins.get(&name) {
+                            Ok(p) if p.has_transformer() => out.push(p),
+                            Ok(_) => errors.push(FieldError::new(
+                                path,
+                                format!(
+                                    "plugin {name:?} has no transformer (it exports only a matcher)"
+                                ),
+                            )),
+                            Err(e) => errors.push(FieldError::new(path, e)),
+                        }
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(Transformers {
+                plugins: out,
+                parameters,
+                context: std::sync::OnceLock::new(),
+            })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Runs the chain over `response`, in order, and checks what the last plugin
+    /// gave back with `accept`. This is the failure rule for both transports: a call
+    /// that fails is that plugin's failure (counted and logged by the runtime); an
+    /// answer `accept` refuses (wrong kind, invalid header...) counts against the
+    /// plugin that gave it, the last one, and is logged here.
+    pub fn run<T>(
+        &self,
+        context: &wit::CallContext,
+        request: &wit::Request,
+        mut response: wit::Response,
+        accept: impl FnOnce(wit::Response) -> Result<T, String>,
+    ) -> Result<T, PluginFailure> {
+        for plugin in &self.plugins {
+            response = plugin.transform(context, request, &response)?;
+        }
+        accept(response).map_err(|reason| {
+            let last = self.plugins.last();
+            if let Some(p) = last {
+                p.stats
+                    .failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(plugin = %p.name, "plugin call failed: {reason}");
+            }
+            PluginFailure {
+                plugin: last.map(|p| p.name.clone()).unwrap_or_default(),
+                reason,
+            }
+        })
+    }
+
+    /// Runs the chain over an HTTP response `plan` for the request `req` of mapping
+    /// `id`/`name`; `path_parameters` are the request's `urlPathTemplate` variables.
+    pub fn transform_http(
+        &self,
+        (id, name): (&str, Option<&str>),
+        req: &RequestSnapshot,
+        path_parameters: Vec<(String, String)>,
+        plan: &mut ResponsePlan,
+    ) -> Result<(), PluginFailure> {
+        let request = http_request_for(req, path_parameters);
+        let response = wit::Response::Http(wit::HttpResponse {
+            status: plan.status,
+            headers: header_fields(plan.headers.iter().map(|(k, v)| (k, v))),
+            body: plan.body.to_vec(),
+            delay_ms: None,
+        });
+        let (r, headers) = self.run(self.context(id, name), &request, response, |r| {
+            let wit::Response::Http(r) = r else {
+                return Err("it returned an MQ reply for an HTTP request".into());
+            };
+            if !(100..=999).contains(&r.status) {
+                return Err(format!(
+                    "it returned status {}, which is not an HTTP status",
+                    r.status
+                ));
+            }
+            let mut headers = Vec::with_capacity(r.headers.len());
+            for (k, v) in &r.headers {
+                let name = HeaderName::from_bytes(k.as_bytes())
+                    .map_err(|_| format!("it returned an invalid header name {k:?}"))?;
+                let value = HeaderValue::from_str(v)
+                    .map_err(|_| format!("it returned an invalid value for header {k}: {v:?}"))?;
+                headers.push((name, value));
+            }
+            Ok((r, headers))
+        })?;
+        plan.status = r.status;
+        plan.headers = Arc::from(headers);
+        plan.body = Bytes::from(r.body);
+        if let Some(ms) = r.delay_ms {
+            plan.delay += std::time::Duration::from_millis(u64::from(ms));
+        }
+        Ok(())
+    }
+}
+
+/// HTTP headers as the plugin sees them: name and value as text.
+fn header_fields<'a>(
+    headers: impl Iterator<Item = (&'a http::HeaderName, &'a http::HeaderValue)>,
+) -> Vec<(String, String)> {
+    headers
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The plugin's view of an HTTP request.
+pub fn http_request_for(
+    req: &RequestSnapshot,
+    path_parameters: Vec<(String, String)>,
+) -> wit::Request {
+    let base_url = match req.host_port() {
+        Some((host, port)) => format!("{}://{host}:{port}", req.scheme),
+        None => format!("{}://localhost", req.scheme),
+    };
+    wit::Request::Http(wit::HttpRequest {
+        method: req.method.clone(),
+        url: req.url.clone(),
+        path: req.path().to_owned(),
+        query: req.query().to_vec(),
+        headers: header_fields(req.headers.iter()),
+        cookies: req.cookies().to_vec(),
+        body: req.body.to_vec(),
+        base_url,
+        path_parameters,
+    })
+}
+
+/// The plugin's view of a message.
+pub fn mq_request(
+    destination: &str,
+    reply_to: Option<&str>,
+    message_id: Option<&str>,
+    correlation_id: Option<&str>,
+    properties: Vec<(String, String)>,
+    body: &[u8],
+) -> wit::Request {
+    wit::Request::Mq(wit::MqMessage {
+        destination: destination.to_owned(),
+        reply_to: reply_to.map(str::to_owned),
+        message_id: message_id.map(str::to_owned),
+        correlation_id: correlation_id.map(str::to_owned),
+        properties,
+        body: body.to_vec(),
+    })
+}

@@ -1,0 +1,51 @@
+//! Matchers beyond WireMock's built-in ones: the seam where plugins plug in.
+//!
+//! A stub's `customMatcher` is resolved while the stub is parsed, by whatever the
+//! caller passes as [`CustomMatchers`] (decoy's engine core passes its WebAssembly
+//! plugins). The compiled [`RequestPattern`](crate::request_pattern::RequestPattern)
+//! then holds a [`CustomMatch`] and asks it last. This crate knows nothing of how a
+//! custom matcher works, which keeps matching below the plugin runtime: the
+//! dependency runs from the plugin adapter to here, never the reverse.
+
+use std::sync::Arc;
+
+use decoy_spec::fields::FieldResult;
+use decoy_spec::request::RequestSnapshot;
+use serde_json::Value;
+
+/// A custom matcher that could not answer: the request gets an error, not some other
+/// stub's answer, so the engine stops searching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatchFailure {
+    /// Who failed (a plugin's name).
+    pub matcher: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for MatchFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "custom matcher {:?} failed: {}",
+            self.matcher, self.reason
+        )
+    }
+}
+
+/// One compiled `customMatcher`.
+pub trait CustomMatch: Send + Sync + std::fmt::Debug {
+    /// Whether `req` matches; `path_parameters` are its `urlPathTemplate` variables.
+    fn matches(
+        &self,
+        req: &RequestSnapshot,
+        path_parameters: &[(String, String)],
+    ) -> Result<bool, MatchFailure>;
+
+    /// Tells the matcher which mapping it belongs to, once the mapping's id is known.
+    fn bind(&self, _mapping_id: &str, _mapping_name: Option<&str>) {}
+}
+
+/// Resolves a stub's `customMatcher` object (at JSON path `path`) while it is parsed.
+pub trait CustomMatchers {
+    fn resolve(&self, v: &Value, path: &str) -> FieldResult<Arc<dyn CustomMatch>>;
+}

@@ -1,0 +1,22 @@
+//! WireMock's request matching, compiled: value patterns (`equalTo` … `not`), JSON
+//! equality with placeholders, XML equality and XPath, date-time comparisons, and the
+//! `request` object of a mapping.
+//!
+//! Everything here is synchronous and works on an owned
+//! [`RequestSnapshot`](decoy_spec::request::RequestSnapshot), so the same code serves
+//! HTTP requests and queue messages.
+//!
+//! May depend on: `decoy-spec`. Must not depend on: the plugin runtime, the engine
+//! core, transports. Custom matchers come in through the [`custom`] traits instead.
+//!
+//! Modules, leaves first: [`regex`] (Java-style whole-value regexes), [`date`],
+//! [`json`], [`xml`], then [`pattern`] (the value operators, using all of those),
+//! [`custom`] (the plugin seam) and [`request_pattern`] (the `request` object).
+
+pub mod custom;
+pub mod date;
+pub mod json;
+pub mod pattern;
+pub mod regex;
+pub mod request_pattern;
+pub mod xml;

@@ -1,0 +1,767 @@
+//! WireMock's value patterns (`equalTo`, `matches`, `equalToJson`, `matchesXPath`, ...).
+//!
+//! A [`StringPattern`] is compiled once, when a mapping is loaded (regexes, JSONPath
+//! and JSON Schema are checked and built then), and evaluated against an [`Actual`]:
+//! the text of a header, a query value, a cookie or a body. `Actual` caches the body
+//! parsed as JSON or XML so that several candidate mappings with JSON or XPath matchers
+//! parse a request body once, not once each.
+
+use std::cell::OnceCell;
+
+use super::regex::{Regex, full_regex};
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use super::{date::DateTimePattern, json::JsonEquality, xml};
+use decoy_spec::fields::{
+    FieldError, FieldResult, as_array, as_bool, as_object, as_str, join, kind, suggest,
+};
+
+/// What a pattern is evaluated against.
+pub struct Actual<'a> {
+    pub text: &'a str,
+    pub bytes: &'a [u8],
+    json: OnceCell<Option<Value>>,
+    xml: OnceCell<Option<sxd_document::Package>>,
+}
+
+impl std::fmt::Debug for Actual<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Actual")
+            .field("text", &self.text)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Actual<'a> {
+    pub fn new(text: &'a str) -> Self {
+        Actual {
+            text,
+            bytes: text.as_bytes(),
+            json: OnceCell::new(),
+            xml: OnceCell::new(),
+        }
+    }
+
+    /// A body: `text` is the lossy UTF-8 reading of `bytes`.
+    pub fn body(text: &'a str, bytes: &'a [u8]) -> Self {
+        Actual {
+            text,
+            bytes,
+            json: OnceCell::new(),
+            xml: OnceCell::new(),
+        }
+    }
+
+    pub fn json(&self) -> Option<&Value> {
+        self.json
+            .get_or_init(|| serde_json::from_str(self.text).ok())
+            .as_ref()
+    }
+
+    pub fn xml(&self) -> Option<&sxd_document::Package> {
+        self.xml
+            .get_or_init(|| sxd_document::parser::parse(self.text).ok())
+            .as_ref()
+    }
+}
+
+/// One compiled value pattern.
+#[derive(Debug)]
+pub enum StringPattern {
+    EqualTo {
+        value: String,
+        case_insensitive: bool,
+    },
+    BinaryEqualTo(Vec<u8>),
+    Contains(String),
+    DoesNotContain(String),
+    Matches(Regex),
+    DoesNotMatch(Regex),
+    Absent,
+    Anything,
+    EqualToJson(JsonEquality),
+    MatchesJsonPath {
+        expression: String,
+        path: JsonPathQuery,
+        /// Jayway's trailing `.length()` / `.size()`: the result is the length.
+        length: bool,
+        sub: Option<Box<StringPattern>>,
+    },
+    MatchesJsonSchema(Box<jsonschema::Validator>),
+    EqualToXml(xml::XmlEquality),
+    MatchesXPath {
+        xpath: xml::XPathSpec,
+        sub: Option<Box<StringPattern>>,
+    },
+    DateTime(DateTimePattern),
+    And(Vec<StringPattern>),
+    Or(Vec<StringPattern>),
+    Not(Box<StringPattern>),
+}
+
+/// The operator names accepted in a value pattern, for messages.
+pub const OPERATORS: &[&str] = &[
+    "equalTo",
+    "binaryEqualTo",
+    "contains",
+    "doesNotContain",
+    "matches",
+    "doesNotMatch",
+    "absent",
+    "anything",
+    "equalToJson",
+    "matchesJsonPath",
+    "matchesJsonSchema",
+    "equalToXml",
+    "matchesXPath",
+    "before",
+    "after",
+    "equalToDateTime",
+    "and",
+    "or",
+    "not",
+];
+
+/// Keys that modify an operator rather than being one.
+const MODIFIERS: &[&str] = &[
+    "caseInsensitive",
+    "ignoreArrayOrder",
+    "ignoreExtraElements",
+    "serializeAsString",
+    "schemaVersion",
+    "enablePlaceholders",
+    "placeholderOpeningDelimiterRegex",
+    "placeholderClosingDelimiterRegex",
+    "exemptedComparisons",
+    "ignoreOrderOfSameNode",
+    "namespaceAwareness",
+    "xPathNamespaces",
+    "actualFormat",
+    "truncateExpected",
+    "truncateActual",
+    "expectedOffset",
+    "expectedOffsetUnit",
+    "applyTruncationLast",
+];
+
+impl StringPattern {
+    /// Compiles `{"<operator>": value, <modifiers>...}` found at `path`.
+    pub fn parse(v: &Value, path: &str) -> FieldResult<StringPattern> {
+        let obj = as_object(v, path)?;
+        let ops: Vec<&String> = obj
+            .keys()
+            .filter(|k| OPERATORS.contains(&k.as_str()))
+            .collect();
+        for key in obj.keys() {
+            if !OPERATORS.contains(&key.as_str()) && !MODIFIERS.contains(&key.as_str()) {
+                return Err(FieldError::new(
+                    join(path, key),
+                    format!("unknown operator ({})", suggest(key, OPERATORS)),
+                ));
+            }
+        }
+        let op = match ops.as_slice() {
+            [op] => op.as_str(),
+            [] => {
+                return Err(FieldError::new(
+                    path,
+                    format!(
+                        "no operator given; expected one of {}",
+                        OPERATORS.join(", ")
+                    ),
+                ));
+            }
+            _ => {
+                return Err(FieldError::new(
+                    path,
+                    format!(
+                        "more than one operator ({}); combine them with \"and\" or \"or\"",
+                        ops.iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        };
+        let value = &obj[op];
+        let vpath = join(path, op);
+        Ok(match op {
+            "equalTo" => StringPattern::EqualTo {
+                value: scalar_text(value, &vpath)?,
+                case_insensitive: flag(obj, "caseInsensitive", path)?,
+            },
+            "binaryEqualTo" => {
+                let text = as_str(value, &vpath)?;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(text.trim())
+                    .map_err(|e| FieldError::new(&vpath, format!("not valid base64: {e}")))?;
+                StringPattern::BinaryEqualTo(bytes)
+            }
+            "contains" => StringPattern::Contains(scalar_text(value, &vpath)?),
+            "doesNotContain" => StringPattern::DoesNotContain(scalar_text(value, &vpath)?),
+            "matches" => StringPattern::Matches(full_regex(as_str(value, &vpath)?, &vpath)?),
+            "doesNotMatch" => {
+                StringPattern::DoesNotMatch(full_regex(as_str(value, &vpath)?, &vpath)?)
+            }
+            "absent" => {
+                // WireMock writes `"absent": true`; `false` would mean "present", which
+                // WireMock does not support either, so say so rather than guess.
+                if value.as_bool() == Some(false) {
+                    return Err(FieldError::new(
+                        &vpath,
+                        "\"absent\": false is not a pattern; use {\"matches\": \".*\"} for \"present\"",
+                    ));
+                }
+                StringPattern::Absent
+            }
+            "anything" => StringPattern::Anything,
+            "equalToJson" => StringPattern::EqualToJson(JsonEquality::parse(value, obj, &vpath)?),
+            "matchesJsonPath" => parse_json_path(value, &vpath)?,
+            "matchesJsonSchema" => {
+                let schema = match value {
+                    Value::String(s) => serde_json::from_str(s).map_err(|e| {
+                        FieldError::new(&vpath, format!("the schema is not valid JSON: {e}"))
+                    })?,
+                    other => other.clone(),
+                };
+                let validator = jsonschema::validator_for(&schema)
+                    .map_err(|e| FieldError::new(&vpath, format!("invalid JSON Schema: {e}")))?;
+                StringPattern::MatchesJsonSchema(Box::new(validator))
+            }
+            "equalToXml" => StringPattern::EqualToXml(xml::XmlEquality::parse(value, obj, &vpath)?),
+            "matchesXPath" => parse_xpath(value, obj, &vpath, path)?,
+            "before" | "after" | "equalToDateTime" => {
+                StringPattern::DateTime(DateTimePattern::parse(op, value, obj, path)?)
+            }
+            "and" | "or" => {
+                let items = as_array(value, &vpath)?;
+                if items.is_empty() {
+                    return Err(FieldError::new(&vpath, "needs at least one pattern"));
+                }
+                let list = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| StringPattern::parse(item, &format!("{vpath}[{i}]")))
+                    .collect::<FieldResult<Vec<_>>>()?;
+                if op == "and" {
+                    StringPattern::And(list)
+                } else {
+                    StringPattern::Or(list)
+                }
+            }
+            "not" => StringPattern::Not(Box::new(StringPattern::parse(value, &vpath)?)),
+            _ => unreachable!("operator list and match arms agree"),
+        })
+    }
+
+    /// Evaluates against a value that may be missing (an absent header, say).
+    ///
+    /// As in WireMock, a missing value matches only `absent` (and negations of
+    /// patterns that would not match it).
+    pub fn matches_opt(&self, actual: Option<&Actual<'_>>) -> bool {
+        match actual {
+            Some(a) => self.matches(a),
+            None => self.matches_absent(),
+        }
+    }
+
+    fn matches_absent(&self) -> bool {
+        match self {
+            StringPattern::Absent => true,
+            StringPattern::Not(inner) => !inner.matches_absent(),
+            StringPattern::And(list) => list.iter().all(|p| p.matches_absent()),
+            StringPattern::Or(list) => list.iter().any(|p| p.matches_absent()),
+            _ => false,
+        }
+    }
+
+    pub fn matches(&self, a: &Actual<'_>) -> bool {
+        match self {
+            StringPattern::EqualTo {
+                value,
+                case_insensitive: false,
+            } => a.text == value,
+            StringPattern::EqualTo {
+                value,
+                case_insensitive: true,
+            } => a.text.to_lowercase() == value.to_lowercase(),
+            StringPattern::BinaryEqualTo(bytes) => a.bytes == bytes.as_slice(),
+            StringPattern::Contains(s) => a.text.contains(s.as_str()),
+            StringPattern::DoesNotContain(s) => !a.text.contains(s.as_str()),
+            // A regex that gives up (backtracking limit) counts as "no match".
+            StringPattern::Matches(re) => re.is_match(a.text),
+            StringPattern::DoesNotMatch(re) => !re.is_match(a.text),
+            StringPattern::Absent => false,
+            StringPattern::Anything => true,
+            StringPattern::EqualToJson(eq) => a.json().is_some_and(|v| eq.matches(v)),
+            StringPattern::MatchesJsonPath {
+                path, sub, length, ..
+            } => {
+                let Some(doc) = a.json() else { return false };
+                let owned = path.query(doc);
+                let nodes: Vec<&Value> = owned.iter().collect();
+                let len_value;
+                let nodes = if *length {
+                    let Some(n) = (match nodes.as_slice() {
+                        [Value::Array(a)] => Some(a.len()),
+                        [Value::Object(o)] => Some(o.len()),
+                        [Value::String(s)] => Some(s.chars().count()),
+                        _ => None,
+                    }) else {
+                        return sub.as_ref().is_some_and(|s| s.matches_opt(None));
+                    };
+                    len_value = Value::from(n);
+                    vec![&len_value]
+                } else {
+                    nodes
+                };
+                match sub {
+                    None => !nodes.is_empty(),
+                    Some(sub) => json_path_sub_match(&nodes, sub),
+                }
+            }
+            StringPattern::MatchesJsonSchema(v) => a.json().is_some_and(|doc| v.is_valid(doc)),
+            StringPattern::EqualToXml(eq) => a.xml().is_some_and(|doc| eq.matches(doc)),
+            StringPattern::MatchesXPath { xpath, sub } => {
+                let Some(doc) = a.xml() else { return false };
+                match xpath.evaluate(doc) {
+                    None => false,
+                    Some(values) => match sub {
+                        None => !values.is_empty(),
+                        Some(sub) => values.iter().any(|v| sub.matches(&Actual::new(v))),
+                    },
+                }
+            }
+            StringPattern::DateTime(d) => d.matches(a.text),
+            StringPattern::And(list) => list.iter().all(|p| p.matches(a)),
+            StringPattern::Or(list) => list.iter().any(|p| p.matches(a)),
+            StringPattern::Not(inner) => !inner.matches(a),
+        }
+    }
+
+    /// How far `actual` is from matching: 0.0 when it matches, up to 1.0. Used only to
+    /// find the closest mapping for a "not matched" report, never on the hot path.
+    pub fn distance(&self, actual: Option<&Actual<'_>>) -> f64 {
+        if self.matches_opt(actual) {
+            return 0.0;
+        }
+        match (self, actual) {
+            (StringPattern::EqualTo { value, .. }, Some(a)) => {
+                1.0 - strsim::normalized_levenshtein(value, a.text)
+            }
+            _ => 1.0,
+        }
+    }
+
+    /// A one-line rendering for reports: `equalTo "abc"`.
+    pub fn describe(&self) -> String {
+        match self {
+            StringPattern::EqualTo {
+                value,
+                case_insensitive,
+            } => {
+                if *case_insensitive {
+                    format!("{value} [equalTo, caseInsensitive]")
+                } else {
+                    value.clone()
+                }
+            }
+            StringPattern::BinaryEqualTo(b) => format!(
+                "[binaryEqualTo] {}",
+                base64::engine::general_purpose::STANDARD.encode(b)
+            ),
+            StringPattern::Contains(s) => format!("[contains] {s}"),
+            StringPattern::DoesNotContain(s) => format!("[doesNotContain] {s}"),
+            StringPattern::Matches(r) => format!("[matches] {}", r.as_str()),
+            StringPattern::DoesNotMatch(r) => {
+                format!("[doesNotMatch] {}", r.as_str())
+            }
+            StringPattern::Absent => "[absent]".into(),
+            StringPattern::Anything => "[anything]".into(),
+            StringPattern::EqualToJson(j) => format!("[equalToJson] {}", j.expected),
+            StringPattern::MatchesJsonPath {
+                expression, sub, ..
+            } => match sub {
+                Some(s) => format!("[matchesJsonPath] {expression} {}", s.describe()),
+                None => format!("[matchesJsonPath] {expression}"),
+            },
+            StringPattern::MatchesJsonSchema(_) => "[matchesJsonSchema]".into(),
+            StringPattern::EqualToXml(x) => format!("[equalToXml] {}", x.expected_text),
+            StringPattern::MatchesXPath { xpath, sub } => match sub {
+                Some(s) => format!("[matchesXPath] {} {}", xpath.expression, s.describe()),
+                None => format!("[matchesXPath] {}", xpath.expression),
+            },
+            StringPattern::DateTime(d) => d.describe(),
+            StringPattern::And(l) => format!(
+                "[and] {}",
+                l.iter()
+                    .map(|p| p.describe())
+                    .collect::<Vec<_>>()
+                    .join(" AND ")
+            ),
+            StringPattern::Or(l) => format!(
+                "[or] {}",
+                l.iter()
+                    .map(|p| p.describe())
+                    .collect::<Vec<_>>()
+                    .join(" OR ")
+            ),
+            StringPattern::Not(p) => format!("[not] {}", p.describe()),
+        }
+    }
+
+    /// The literal, when this is a case-sensitive `equalTo` (used by the index).
+    pub fn exact_literal(&self) -> Option<&str> {
+        match self {
+            StringPattern::EqualTo {
+                value,
+                case_insensitive: false,
+            } => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// `equalTo` and friends take a string; numbers and booleans are read as their text,
+/// as WireMock's Jackson binding does.
+fn scalar_text(v: &Value, path: &str) -> FieldResult<String> {
+    match v {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        other => Err(FieldError::new(
+            path,
+            format!("expected a string, found {}", kind(other)),
+        )),
+    }
+}
+
+fn flag(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<bool> {
+    obj.get(key)
+        .map(|v| as_bool(v, &join(path, key)))
+        .transpose()
+        .map(|b| b.unwrap_or(false))
+}
+
+fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
+    let (expression, sub) = match v {
+        Value::String(s) => (s.clone(), None),
+        Value::Object(obj) => {
+            let expr = obj.get("expression").ok_or_else(|| {
+                FieldError::new(path, "an object form needs \"expression\" and one operator")
+            })?;
+            let expression = as_str(expr, &join(path, "expression"))?.to_owned();
+            let rest: Map<String, Value> = obj
+                .iter()
+                .filter(|(k, _)| *k != "expression")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let sub = if rest.is_empty() {
+                None
+            } else {
+                Some(Box::new(StringPattern::parse(&Value::Object(rest), path)?))
+            };
+            (expression, sub)
+        }
+        other => {
+            return Err(FieldError::new(
+                path,
+                format!(
+                    "expected a JSONPath string or an object, found {}",
+                    kind(other)
+                ),
+            ));
+        }
+    };
+    let (rfc, length) = jayway_to_rfc9535(&expression);
+    let compiled = JsonPathQuery::parse(&rfc)
+        .map_err(|e| FieldError::new(path, format!("invalid JSONPath {expression:?}: {e}")))?;
+    Ok(StringPattern::MatchesJsonPath {
+        expression,
+        path: compiled,
+        length,
+        sub,
+    })
+}
+
+/// A JSONPath with Jayway's reading of filters: in Jayway, `$.order[?(@.qty > 1)]`
+/// applied to an *object* `order` tests the object itself (RFC 9535 would test its
+/// members). So the expression is split at its first filter: the part before selects
+/// nodes, and the filter (with the rest of the path) runs on each node, wrapped in an
+/// array when it is not one.
+#[derive(Debug)]
+pub enum JsonPathQuery {
+    Plain(serde_json_path::JsonPath),
+    Filtered {
+        before: serde_json_path::JsonPath,
+        filter: serde_json_path::JsonPath,
+    },
+}
+
+impl JsonPathQuery {
+    fn parse(rfc: &str) -> Result<Self, serde_json_path::ParseError> {
+        let whole = serde_json_path::JsonPath::parse(rfc)?;
+        let Some(start) = rfc.find("[?") else {
+            return Ok(JsonPathQuery::Plain(whole));
+        };
+        let (before, filter) = rfc.split_at(start);
+        let before = if before.is_empty() { "$" } else { before };
+        match (
+            serde_json_path::JsonPath::parse(before),
+            serde_json_path::JsonPath::parse(&format!("${filter}")),
+        ) {
+            (Ok(before), Ok(filter)) => Ok(JsonPathQuery::Filtered { before, filter }),
+            _ => Ok(JsonPathQuery::Plain(whole)),
+        }
+    }
+
+    fn query(&self, doc: &Value) -> Vec<Value> {
+        match self {
+            JsonPathQuery::Plain(p) => p.query(doc).all().into_iter().cloned().collect(),
+            JsonPathQuery::Filtered { before, filter } => {
+                let mut out = Vec::new();
+                for node in before.query(doc).all() {
+                    if node.is_array() {
+                        out.extend(filter.query(node).all().into_iter().cloned());
+                    } else {
+                        let wrapped = Value::Array(vec![node.clone()]);
+                        out.extend(filter.query(&wrapped).all().into_iter().cloned());
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// WireMock uses Jayway JsonPath; `serde_json_path` implements RFC 9535. The common
+/// Jayway forms are rewritten: filters `[?(@.a == 1)]` are valid RFC 9535 as they are,
+/// `@.list.size()` / `.length()` inside a filter becomes `length(@.list)`, and a
+/// trailing `.length()` / `.size()` is returned as a flag (the length is computed
+/// after the query).
+fn jayway_to_rfc9535(expr: &str) -> (String, bool) {
+    static IN_FILTER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"@((?:\.[A-Za-z0-9_$-]+|\[[^\]]*\])*)\.(?:size|length)\(\)")
+            .expect("static regex")
+    });
+    let expr = expr.trim();
+    let (base, length) = match expr
+        .strip_suffix(".length()")
+        .or_else(|| expr.strip_suffix(".size()"))
+    {
+        Some(base) => (base, true),
+        None => (expr, false),
+    };
+    (
+        IN_FILTER.replace_all(base, "length(@$1)").into_owned(),
+        length,
+    )
+}
+
+/// With a sub-pattern, WireMock renders the selected value as text (a string as
+/// itself, anything else as JSON) and matches that; when the path selects several
+/// nodes, it matches when any of them does, or when the list as a whole does.
+fn json_path_sub_match(nodes: &[&Value], sub: &StringPattern) -> bool {
+    if nodes.is_empty() {
+        return sub.matches_opt(None);
+    }
+    let render = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if nodes.len() == 1 {
+        let text = render(nodes[0]);
+        return sub.matches(&Actual::new(&text));
+    }
+    if nodes.iter().any(|n| {
+        let text = render(n);
+        sub.matches(&Actual::new(&text))
+    }) {
+        return true;
+    }
+    let whole = Value::Array(nodes.iter().map(|v| (*v).clone()).collect()).to_string();
+    sub.matches(&Actual::new(&whole))
+}
+
+fn parse_xpath(
+    v: &Value,
+    obj: &Map<String, Value>,
+    vpath: &str,
+    path: &str,
+) -> FieldResult<StringPattern> {
+    let namespaces = match obj.get("xPathNamespaces") {
+        Some(ns) => {
+            let nspath = join(path, "xPathNamespaces");
+            as_object(ns, &nspath)?
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), as_str(v, &join(&nspath, k))?.to_owned())))
+                .collect::<FieldResult<Vec<_>>>()?
+        }
+        None => Vec::new(),
+    };
+    let (expression, sub) = match v {
+        Value::String(s) => (s.clone(), None),
+        Value::Object(o) => {
+            let expr = o.get("expression").ok_or_else(|| {
+                FieldError::new(
+                    vpath,
+                    "an object form needs \"expression\" and one operator",
+                )
+            })?;
+            let expression = as_str(expr, &join(vpath, "expression"))?.to_owned();
+            let rest: Map<String, Value> = o
+                .iter()
+                .filter(|(k, _)| *k != "expression")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let sub = if rest.is_empty() {
+                None
+            } else {
+                Some(Box::new(StringPattern::parse(&Value::Object(rest), vpath)?))
+            };
+            (expression, sub)
+        }
+        other => {
+            return Err(FieldError::new(
+                vpath,
+                format!(
+                    "expected an XPath string or an object, found {}",
+                    kind(other)
+                ),
+            ));
+        }
+    };
+    let xpath = xml::XPathSpec::new(expression, namespaces)
+        .map_err(|reason| FieldError::new(vpath, reason))?;
+    Ok(StringPattern::MatchesXPath { xpath, sub })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(v: Value) -> StringPattern {
+        StringPattern::parse(&v, "t").unwrap()
+    }
+
+    fn m(v: Value, actual: &str) -> bool {
+        p(v).matches(&Actual::new(actual))
+    }
+
+    #[test]
+    fn equal_to_is_exact_unless_case_insensitive() {
+        assert!(m(json!({"equalTo": "abc"}), "abc"));
+        assert!(!m(json!({"equalTo": "abc"}), "ABC"));
+        assert!(m(json!({"equalTo": "abc", "caseInsensitive": true}), "ABC"));
+    }
+
+    #[test]
+    fn matches_needs_the_whole_value_to_match() {
+        assert!(m(json!({"matches": "/api/.*"}), "/api/x"));
+        assert!(!m(json!({"matches": "api"}), "/api/x"));
+        assert!(m(json!({"doesNotMatch": "api"}), "/api/x"));
+    }
+
+    #[test]
+    fn lookahead_regexes_from_java_are_supported() {
+        assert!(m(json!({"matches": "(?!admin).*"}), "user"));
+        assert!(!m(json!({"matches": "(?!admin).*"}), "admin"));
+    }
+
+    #[test]
+    fn contains_and_does_not_contain() {
+        assert!(m(json!({"contains": "ell"}), "hello"));
+        assert!(m(json!({"doesNotContain": "xyz"}), "hello"));
+        assert!(!m(json!({"doesNotContain": "ell"}), "hello"));
+    }
+
+    #[test]
+    fn absent_only_matches_a_missing_value() {
+        let a = p(json!({"absent": true}));
+        assert!(a.matches_opt(None));
+        assert!(!a.matches_opt(Some(&Actual::new(""))));
+        assert!(!p(json!({"equalTo": "x"})).matches_opt(None));
+        assert!(p(json!({"not": {"equalTo": "x"}})).matches_opt(None));
+    }
+
+    #[test]
+    fn logical_operators_combine_patterns() {
+        let v = json!({"and": [{"contains": "a"}, {"contains": "b"}]});
+        assert!(m(v.clone(), "ab"));
+        assert!(!m(v, "a"));
+        assert!(m(json!({"or": [{"equalTo": "x"}, {"equalTo": "y"}]}), "y"));
+        assert!(m(json!({"not": {"equalTo": "x"}}), "y"));
+    }
+
+    #[test]
+    fn json_path_checks_presence_or_a_sub_pattern() {
+        let body = r#"{"user": {"name": "Ann", "tags": ["a", "b"]}, "n": 3}"#;
+        assert!(m(json!({"matchesJsonPath": "$.user.name"}), body));
+        assert!(!m(json!({"matchesJsonPath": "$.user.age"}), body));
+        assert!(m(json!({"matchesJsonPath": "$[?(@.n == 3)]"}), body));
+        assert!(m(
+            json!({"matchesJsonPath": {"expression": "$.user.name", "equalTo": "Ann"}}),
+            body
+        ));
+        assert!(m(
+            json!({"matchesJsonPath": {"expression": "$.user.tags", "equalToJson": "[\"a\",\"b\"]"}}),
+            body
+        ));
+        assert!(m(
+            json!({"matchesJsonPath": {"expression": "$.user.age", "absent": true}}),
+            body
+        ));
+        assert!(m(
+            json!({"matchesJsonPath": {"expression": "$.user.tags.length()", "equalTo": "2"}}),
+            body
+        ));
+        assert!(m(
+            json!({"matchesJsonPath": "$[?(@.user.tags.size() == 2)]"}),
+            body
+        ));
+        assert!(m(
+            json!({"matchesJsonPath": "$.user.tags[?(@ == 'b')]"}),
+            body
+        ));
+        assert!(!m(
+            json!({"matchesJsonPath": "$.user.tags[?(@ == 'c')]"}),
+            body
+        ));
+    }
+
+    #[test]
+    fn json_schema_validates_the_body() {
+        let v = json!({"matchesJsonSchema": {"type": "object", "required": ["id"]}});
+        assert!(m(v.clone(), r#"{"id": 1}"#));
+        assert!(!m(v.clone(), r#"{"name": 1}"#));
+        assert!(!m(v, "not json"));
+    }
+
+    #[test]
+    fn binary_equal_to_compares_bytes() {
+        let pat = p(json!({"binaryEqualTo": "AQID"}));
+        assert!(pat.matches(&Actual::body("", &[1, 2, 3])));
+        assert!(!pat.matches(&Actual::body("", &[1, 2])));
+    }
+
+    #[test]
+    fn rejects_unknown_and_duplicate_operators_with_a_hint() {
+        let e = StringPattern::parse(&json!({"equalsTo": "x"}), "request.headers.A").unwrap_err();
+        assert_eq!(e.path, "request.headers.A.equalsTo");
+        assert!(
+            e.reason.contains("did you mean \"equalTo\""),
+            "{}",
+            e.reason
+        );
+        let e = StringPattern::parse(&json!({"equalTo": "x", "contains": "y"}), "h").unwrap_err();
+        assert!(e.reason.contains("more than one operator"));
+        let e = StringPattern::parse(&json!({"matches": "(unclosed"}), "h").unwrap_err();
+        assert_eq!(e.path, "h.matches");
+        assert!(e.reason.contains("invalid regular expression"));
+        let e = StringPattern::parse(&json!({"matchesJsonPath": "$$["}), "b").unwrap_err();
+        assert!(e.reason.contains("invalid JSONPath"));
+    }
+}

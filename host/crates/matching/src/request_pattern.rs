@@ -1,0 +1,967 @@
+//! The `request` part of a mapping: URL, method, headers, query, form, cookies, auth,
+//! body and multipart patterns, compiled, and evaluated against a [`RequestSnapshot`].
+//!
+//! Matching has two entry points: [`RequestPattern::matches`], the hot path, which
+//! stops at the first failed part (cheapest parts first); and
+//! [`RequestPattern::diagnose`], used only for the "not matched" report, which checks
+//! every part and says what differed.
+
+use std::sync::Arc;
+
+use super::regex::{Regex, full_regex};
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use super::custom::{CustomMatch, CustomMatchers, MatchFailure};
+use super::pattern::{Actual, StringPattern};
+use decoy_spec::fields::{
+    FieldError, FieldResult, as_array, as_object, as_str, as_u64, join, warn_unknown,
+};
+use decoy_spec::request::RequestSnapshot;
+
+/// How the URL is matched; exactly one of WireMock's five URL fields, or none.
+#[derive(Debug)]
+pub enum UrlMatcher {
+    Any,
+    /// `url`: path and query, exactly.
+    Url(String),
+    /// `urlPattern`: a regex over path and query.
+    UrlPattern(Regex),
+    /// `urlPath`: the path, exactly.
+    Path(String),
+    /// `urlPathPattern`: a regex over the path.
+    PathPattern(Regex),
+    /// `urlPathTemplate`: `/contacts/{id}`.
+    PathTemplate(PathTemplate),
+}
+
+#[derive(Debug)]
+pub struct PathTemplate {
+    pub text: String,
+    segments: Vec<Segment>,
+}
+
+#[derive(Debug)]
+enum Segment {
+    Literal(String),
+    Var(String),
+}
+
+impl PathTemplate {
+    fn parse(text: &str, path: &str) -> FieldResult<Self> {
+        let mut segments = Vec::new();
+        for seg in text.split('/') {
+            if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                if name.is_empty() || name.contains(['{', '}']) {
+                    return Err(FieldError::new(
+                        path,
+                        format!("bad template segment {seg:?}"),
+                    ));
+                }
+                segments.push(Segment::Var(name.to_owned()));
+            } else if seg.contains(['{', '}']) {
+                return Err(FieldError::new(
+                    path,
+                    format!("a template variable must fill a whole segment: {seg:?}"),
+                ));
+            } else {
+                segments.push(Segment::Literal(seg.to_owned()));
+            }
+        }
+        Ok(PathTemplate {
+            text: text.to_owned(),
+            segments,
+        })
+    }
+
+    /// The variables' values when `path` fits the template (decoded).
+    pub fn capture(&self, path: &str) -> Option<Vec<(&str, String)>> {
+        let mut out = Vec::new();
+        let mut parts = path.split('/');
+        for seg in &self.segments {
+            let part = parts.next()?;
+            match seg {
+                Segment::Literal(l) => {
+                    if l != part {
+                        return None;
+                    }
+                }
+                Segment::Var(name) => {
+                    if part.is_empty() {
+                        return None;
+                    }
+                    let value = percent_encoding::percent_decode_str(part)
+                        .decode_utf8_lossy()
+                        .into_owned();
+                    out.push((name.as_str(), value));
+                }
+            }
+        }
+        parts.next().is_none().then_some(out)
+    }
+
+    pub fn variables(&self) -> impl Iterator<Item = &str> {
+        self.segments.iter().filter_map(|s| match s {
+            Segment::Var(v) => Some(v.as_str()),
+            Segment::Literal(_) => None,
+        })
+    }
+
+    /// The part before the first variable, for the index.
+    pub fn literal_prefix(&self) -> String {
+        let mut out = String::new();
+        for (i, seg) in self.segments.iter().enumerate() {
+            if i > 0 {
+                out.push('/');
+            }
+            match seg {
+                Segment::Literal(l) => out.push_str(l),
+                Segment::Var(_) => return out,
+            }
+        }
+        out
+    }
+}
+
+/// Patterns for a field that may occur several times (headers, query parameters).
+#[derive(Debug)]
+pub enum MultiValuePattern {
+    /// Matches when any value matches (or, with no value, when the pattern accepts absence).
+    Single(StringPattern),
+    /// Every pattern matches a distinct value and there are no other values.
+    HasExactly(Vec<StringPattern>),
+    /// Every pattern matches some value.
+    Includes(Vec<StringPattern>),
+}
+
+impl MultiValuePattern {
+    fn parse(v: &Value, path: &str) -> FieldResult<Self> {
+        let obj = as_object(v, path)?;
+        for (key, ctor) in [("hasExactly", true), ("includes", false)] {
+            if let Some(list) = obj.get(key) {
+                let lpath = join(path, key);
+                let items = as_array(list, &lpath)?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| StringPattern::parse(p, &format!("{lpath}[{i}]")))
+                    .collect::<FieldResult<Vec<_>>>()?;
+                return Ok(if ctor {
+                    MultiValuePattern::HasExactly(items)
+                } else {
+                    MultiValuePattern::Includes(items)
+                });
+            }
+        }
+        StringPattern::parse(v, path).map(MultiValuePattern::Single)
+    }
+
+    pub fn matches(&self, values: &[&str]) -> bool {
+        match self {
+            MultiValuePattern::Single(p) => {
+                if values.is_empty() {
+                    p.matches_opt(None)
+                } else {
+                    values.iter().any(|v| p.matches(&Actual::new(v)))
+                }
+            }
+            MultiValuePattern::Includes(ps) => ps
+                .iter()
+                .all(|p| values.iter().any(|v| p.matches(&Actual::new(v)))),
+            MultiValuePattern::HasExactly(ps) => {
+                if values.len() != ps.len() {
+                    return false;
+                }
+                let mut used = vec![false; values.len()];
+                ps.iter().all(|p| {
+                    let hit = values
+                        .iter()
+                        .enumerate()
+                        .position(|(i, v)| !used[i] && p.matches(&Actual::new(v)));
+                    if let Some(i) = hit {
+                        used[i] = true;
+                    }
+                    hit.is_some()
+                })
+            }
+        }
+    }
+
+    /// 0.0 when matching, else how far the closest value is (for reports).
+    pub fn distance(&self, values: &[&str]) -> f64 {
+        if self.matches(values) {
+            return 0.0;
+        }
+        match self {
+            MultiValuePattern::Single(p) if !values.is_empty() => values
+                .iter()
+                .map(|v| p.distance(Some(&Actual::new(v))))
+                .fold(1.0, f64::min),
+            _ => 1.0,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let list = |ps: &[StringPattern]| {
+            ps.iter()
+                .map(|p| p.describe())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            MultiValuePattern::Single(p) => p.describe(),
+            MultiValuePattern::HasExactly(ps) => format!("[hasExactly] {}", list(ps)),
+            MultiValuePattern::Includes(ps) => format!("[includes] {}", list(ps)),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct MultipartPattern {
+    /// `matchingType`: `ANY` (default: some part matches) or `ALL` (every part does).
+    all: bool,
+    headers: Vec<(String, MultiValuePattern)>,
+    body: Vec<StringPattern>,
+}
+
+/// The compiled `request` object of a mapping.
+#[derive(Debug)]
+pub struct RequestPattern {
+    /// `None` is `ANY`.
+    pub method: Option<String>,
+    pub url: UrlMatcher,
+    pub path_params: Vec<(String, StringPattern)>,
+    pub scheme: Option<String>,
+    pub host: Option<StringPattern>,
+    pub port: Option<u16>,
+    pub headers: Vec<(String, MultiValuePattern)>,
+    pub query: Vec<(String, MultiValuePattern)>,
+    pub form: Vec<(String, MultiValuePattern)>,
+    pub cookies: Vec<(String, StringPattern)>,
+    pub body: Vec<StringPattern>,
+    pub multipart: Vec<MultipartPattern>,
+    /// `customMatcher`: asked last, after everything else matched (a plugin's
+    /// matcher, resolved through [`CustomMatchers`] while the stub was parsed).
+    pub custom: Option<Arc<dyn CustomMatch>>,
+}
+
+const REQUEST_FIELDS: &[&str] = &[
+    "method",
+    "url",
+    "urlPattern",
+    "urlPath",
+    "urlPathPattern",
+    "urlPathTemplate",
+    "pathParameters",
+    "scheme",
+    "host",
+    "port",
+    "headers",
+    "queryParameters",
+    "formParameters",
+    "cookies",
+    "basicAuthCredentials",
+    "basicAuth",
+    "bodyPatterns",
+    "multipartPatterns",
+    "customMatcher",
+];
+
+impl RequestPattern {
+    /// A pattern outside a stub mapping (journal queries, recording filters), where
+    /// `customMatcher` is refused.
+    pub fn parse(v: &Value, path: &str, warnings: &mut Vec<FieldError>) -> FieldResult<Self> {
+        Self::parse_with(v, path, warnings, None)
+    }
+
+    /// A stub's pattern: `custom` resolves a `customMatcher`.
+    pub fn parse_with(
+        v: &Value,
+        path: &str,
+        warnings: &mut Vec<FieldError>,
+        custom: Option<&dyn CustomMatchers>,
+    ) -> FieldResult<Self> {
+        let obj = as_object(v, path)?;
+        let custom = match (obj.get("customMatcher"), custom) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(FieldError::new(
+                    join(path, "customMatcher"),
+                    "customMatcher is only supported in stub mappings",
+                ));
+            }
+            (Some(cm), Some(resolver)) => Some(resolver.resolve(cm, &join(path, "customMatcher"))?),
+        };
+        warn_unknown(obj, path, REQUEST_FIELDS, &[], warnings);
+
+        let method = match obj.get("method") {
+            None => None,
+            Some(m) => {
+                let m = as_str(m, &join(path, "method"))?
+                    .trim()
+                    .to_ascii_uppercase();
+                if m.is_empty()
+                    || !m
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                {
+                    return Err(FieldError::new(
+                        join(path, "method"),
+                        format!("{m:?} is not an HTTP method (use GET, POST, ..., or ANY)"),
+                    ));
+                }
+                (m != "ANY").then_some(m)
+            }
+        };
+
+        let url_keys: Vec<&str> = [
+            "url",
+            "urlPattern",
+            "urlPath",
+            "urlPathPattern",
+            "urlPathTemplate",
+        ]
+        .into_iter()
+        .filter(|k| obj.contains_key(*k))
+        .collect();
+        if url_keys.len() > 1 {
+            return Err(FieldError::new(
+                path,
+                format!(
+                    "only one URL field may be given, found {}",
+                    url_keys.join(" and ")
+                ),
+            ));
+        }
+        let url = match url_keys.first() {
+            None => UrlMatcher::Any,
+            Some(&key) => {
+                let kpath = join(path, key);
+                let text = as_str(&obj[key], &kpath)?;
+                match key {
+                    "url" => UrlMatcher::Url(text.to_owned()),
+                    "urlPattern" => UrlMatcher::UrlPattern(full_regex(text, &kpath)?),
+                    "urlPath" => UrlMatcher::Path(text.to_owned()),
+                    "urlPathPattern" => UrlMatcher::PathPattern(full_regex(text, &kpath)?),
+                    _ => UrlMatcher::PathTemplate(PathTemplate::parse(text, &kpath)?),
+                }
+            }
+        };
+
+        let path_params = match obj.get("pathParameters") {
+            None => Vec::new(),
+            Some(pp) => {
+                let pppath = join(path, "pathParameters");
+                let UrlMatcher::PathTemplate(t) = &url else {
+                    return Err(FieldError::new(
+                        pppath,
+                        "pathParameters need urlPathTemplate (a URL with {variables})",
+                    ));
+                };
+                let list = string_patterns(pp, &pppath)?;
+                for (name, _) in &list {
+                    if !t.variables().any(|v| v == name) {
+                        return Err(FieldError::new(
+                            join(&pppath, name),
+                            format!("the template {:?} has no variable {{{name}}}", t.text),
+                        ));
+                    }
+                }
+                list
+            }
+        };
+
+        let mut headers = match obj.get("headers") {
+            Some(h) => multi_patterns(h, &join(path, "headers"))?
+                .into_iter()
+                .map(|(k, p)| (k.to_ascii_lowercase(), p))
+                .collect(),
+            None => Vec::new(),
+        };
+        for key in ["basicAuthCredentials", "basicAuth"] {
+            if let Some(auth) = obj.get(key) {
+                let apath = join(path, key);
+                let a = as_object(auth, &apath)?;
+                let field = |k: &str| -> FieldResult<&str> {
+                    as_str(
+                        a.get(k)
+                            .ok_or_else(|| FieldError::new(&apath, format!("missing \"{k}\"")))?,
+                        &join(&apath, k),
+                    )
+                };
+                let token = base64::engine::general_purpose::STANDARD.encode(format!(
+                    "{}:{}",
+                    field("username")?,
+                    field("password")?
+                ));
+                headers.push((
+                    "authorization".to_owned(),
+                    MultiValuePattern::Single(StringPattern::EqualTo {
+                        value: format!("Basic {token}"),
+                        case_insensitive: false,
+                    }),
+                ));
+            }
+        }
+
+        let port = match obj.get("port") {
+            Some(p) => {
+                let ppath = join(path, "port");
+                Some(
+                    u16::try_from(as_u64(p, &ppath)?)
+                        .map_err(|_| FieldError::new(ppath, "not a port number"))?,
+                )
+            }
+            None => None,
+        };
+        let scheme = match obj.get("scheme") {
+            Some(s) => Some(as_str(s, &join(path, "scheme"))?.to_ascii_lowercase()),
+            None => None,
+        };
+        let host = match obj.get("host") {
+            Some(h) => Some(StringPattern::parse(h, &join(path, "host"))?),
+            None => None,
+        };
+
+        let body = match obj.get("bodyPatterns") {
+            Some(b) => {
+                let bpath = join(path, "bodyPatterns");
+                as_array(b, &bpath)?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| StringPattern::parse(p, &format!("{bpath}[{i}]")))
+                    .collect::<FieldResult<Vec<_>>>()?
+            }
+            None => Vec::new(),
+        };
+
+        let multipart = match obj.get("multipartPatterns") {
+            Some(m) => {
+                let mpath = join(path, "multipartPatterns");
+                as_array(m, &mpath)?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| parse_multipart(p, &format!("{mpath}[{i}]")))
+                    .collect::<FieldResult<Vec<_>>>()?
+            }
+            None => Vec::new(),
+        };
+
+        Ok(RequestPattern {
+            method,
+            url,
+            path_params,
+            scheme,
+            host,
+            port,
+            headers,
+            query: match obj.get("queryParameters") {
+                Some(q) => multi_patterns(q, &join(path, "queryParameters"))?,
+                None => Vec::new(),
+            },
+            form: match obj.get("formParameters") {
+                Some(q) => multi_patterns(q, &join(path, "formParameters"))?,
+                None => Vec::new(),
+            },
+            cookies: match obj.get("cookies") {
+                Some(c) => string_patterns(c, &join(path, "cookies"))?,
+                None => Vec::new(),
+            },
+            body,
+            multipart,
+            custom,
+        })
+    }
+
+    /// Does `req` match? A custom matcher that fails counts as no match; the engine
+    /// uses [`RequestPattern::try_matches`] to tell the two apart.
+    pub fn matches(&self, req: &RequestSnapshot) -> bool {
+        self.try_matches(req).unwrap_or(false)
+    }
+
+    /// The hot path: does `req` match? Cheap checks first, the custom matcher last;
+    /// its failure is returned, so the caller can stop searching.
+    pub fn try_matches(&self, req: &RequestSnapshot) -> Result<bool, MatchFailure> {
+        if !self.builtin_matches(req) {
+            return Ok(false);
+        }
+        match &self.custom {
+            None => Ok(true),
+            Some(c) => c.matches(req, &self.path_parameters(req)),
+        }
+    }
+
+    /// `urlPathTemplate` variables of `req` (none for other URL matchers).
+    pub fn path_parameters(&self, req: &RequestSnapshot) -> Vec<(String, String)> {
+        match &self.url {
+            UrlMatcher::PathTemplate(t) => t
+                .capture(req.path())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn builtin_matches(&self, req: &RequestSnapshot) -> bool {
+        if let Some(m) = &self.method
+            && *m != req.method
+        {
+            return false;
+        }
+        if !self.url_matches(req) {
+            return false;
+        }
+        self.rest_matches(req)
+    }
+
+    fn url_matches(&self, req: &RequestSnapshot) -> bool {
+        match &self.url {
+            UrlMatcher::Any => true,
+            UrlMatcher::Url(u) => *u == req.url,
+            UrlMatcher::UrlPattern(re) => re.is_match(&req.url),
+            UrlMatcher::Path(p) => p == req.path(),
+            UrlMatcher::PathPattern(re) => re.is_match(req.path()),
+            UrlMatcher::PathTemplate(t) => match t.capture(req.path()) {
+                None => false,
+                Some(vars) => self.path_params.iter().all(|(name, p)| {
+                    vars.iter()
+                        .find(|(n, _)| n == name)
+                        .is_some_and(|(_, v)| p.matches(&Actual::new(v)))
+                }),
+            },
+        }
+    }
+
+    fn rest_matches(&self, req: &RequestSnapshot) -> bool {
+        if let Some(s) = &self.scheme
+            && s != req.scheme
+        {
+            return false;
+        }
+        if self.host.is_some() || self.port.is_some() {
+            let hp = req.host_port();
+            if let Some(port) = self.port
+                && hp.as_ref().map(|(_, p)| *p) != Some(port)
+            {
+                return false;
+            }
+            if let Some(h) = &self.host
+                && !h.matches_opt(hp.as_ref().map(|(h, _)| Actual::new(h)).as_ref())
+            {
+                return false;
+            }
+        }
+        for (name, p) in &self.headers {
+            let values = req.header_values(name);
+            let values: Vec<&str> = values.iter().map(|c| c.as_ref()).collect();
+            if !p.matches(&values) {
+                return false;
+            }
+        }
+        for (name, p) in &self.query {
+            let values: Vec<&str> = req.query_values(name).collect();
+            if !p.matches(&values) {
+                return false;
+            }
+        }
+        for (name, p) in &self.cookies {
+            let value = req
+                .cookies()
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| Actual::new(v));
+            if !p.matches_opt(value.as_ref()) {
+                return false;
+            }
+        }
+        for (name, p) in &self.form {
+            let values: Vec<&str> = req
+                .form()
+                .iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            if !p.matches(&values) {
+                return false;
+            }
+        }
+        if !self.body.is_empty() {
+            let text = req.body_text();
+            let actual = Actual::body(&text, &req.body);
+            if !self.body.iter().all(|p| p.matches(&actual)) {
+                return false;
+            }
+        }
+        self.multipart.iter().all(|mp| mp.matches(req))
+    }
+
+    /// Every part of the pattern against `req`, for the "not matched" report.
+    pub fn diagnose(&self, req: &RequestSnapshot) -> Vec<DiffLine> {
+        let mut lines = Vec::new();
+        let method = self.method.as_deref().unwrap_or("ANY");
+        lines.push(DiffLine {
+            expected: method.to_owned(),
+            actual: req.method.clone(),
+            note: "HTTP method does not match",
+            weight: 3.0,
+            distance: if self.method.as_ref().is_none_or(|m| *m == req.method) {
+                0.0
+            } else {
+                1.0
+            },
+        });
+        let (expected_url, compared) = match &self.url {
+            UrlMatcher::Any => ("[any URL]".to_owned(), req.url.as_str()),
+            UrlMatcher::Url(u) => (u.clone(), req.url.as_str()),
+            UrlMatcher::UrlPattern(r) => (format!("[regex] {}", strip(r)), req.url.as_str()),
+            UrlMatcher::Path(p) => (format!("[path] {p}"), req.path()),
+            UrlMatcher::PathPattern(r) => (format!("[path regex] {}", strip(r)), req.path()),
+            UrlMatcher::PathTemplate(t) => (format!("[path template] {}", t.text), req.path()),
+        };
+        let url_distance = if self.url_matches(req) {
+            0.0
+        } else {
+            match &self.url {
+                UrlMatcher::Url(u) | UrlMatcher::Path(u) => {
+                    1.0 - strsim::normalized_levenshtein(u, compared)
+                }
+                _ => 1.0,
+            }
+        };
+        // The request side always shows the whole URL, as WireMock does.
+        let actual_url = req.url.clone();
+        lines.push(DiffLine {
+            expected: expected_url,
+            actual: actual_url,
+            note: "URL does not match",
+            distance: url_distance,
+            weight: 10.0,
+        });
+        for (name, p) in &self.headers {
+            let values = req.header_values(name);
+            let refs: Vec<&str> = values.iter().map(|c| c.as_ref()).collect();
+            lines.push(DiffLine {
+                expected: labelled(&display_header(name), &p.describe()),
+                actual: match refs.as_slice() {
+                    [] => String::new(),
+                    vs => format!("{}: {}", display_header(name), vs.join(", ")),
+                },
+                note: "Header does not match",
+                weight: 1.0,
+                distance: p.distance(&refs),
+            });
+        }
+        for (name, p) in &self.query {
+            let values: Vec<&str> = req.query_values(name).collect();
+            lines.push(DiffLine {
+                expected: format!("Query: {name} = {}", p.describe()),
+                actual: if values.is_empty() {
+                    String::new()
+                } else {
+                    format!("{name}: {}", values.join(", "))
+                },
+                note: "Query does not match",
+                weight: 1.0,
+                distance: p.distance(&values),
+            });
+        }
+        for (name, p) in &self.cookies {
+            let value = req
+                .cookies()
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str());
+            lines.push(DiffLine {
+                expected: format!("Cookie: {name} = {}", p.describe()),
+                actual: value.map(|v| format!("{name}={v}")).unwrap_or_default(),
+                note: "Cookie does not match",
+                weight: 1.0,
+                distance: p.distance(value.map(Actual::new).as_ref()),
+            });
+        }
+        for (name, p) in &self.form {
+            let values: Vec<&str> = req
+                .form()
+                .iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            lines.push(DiffLine {
+                expected: format!("Form: {name} = {}", p.describe()),
+                actual: values.join(", "),
+                note: "Form field does not match",
+                weight: 1.0,
+                distance: if p.matches(&values) { 0.0 } else { 1.0 },
+            });
+        }
+        if !self.body.is_empty() {
+            let text = req.body_text();
+            let actual = Actual::body(&text, &req.body);
+            for p in &self.body {
+                lines.push(DiffLine {
+                    expected: p.describe(),
+                    actual: text.to_string(),
+                    note: "Body does not match",
+                    weight: 1.0,
+                    distance: p.distance(Some(&actual)),
+                });
+            }
+        }
+        for mp in &self.multipart {
+            lines.push(DiffLine {
+                expected: "[multipart]".into(),
+                actual: format!("{} parts", req.parts().len()),
+                note: "Multipart does not match",
+                weight: 1.0,
+                distance: if mp.matches(req) { 0.0 } else { 1.0 },
+            });
+        }
+        lines
+    }
+}
+
+/// One row of a "not matched" report.
+#[derive(Debug, Clone)]
+pub struct DiffLine {
+    pub expected: String,
+    pub actual: String,
+    pub note: &'static str,
+    /// 0.0 when this part matched.
+    pub distance: f64,
+    /// How much this part counts towards "closest": as in WireMock, the URL weighs
+    /// most, then the method, then each other part.
+    pub weight: f64,
+}
+
+fn strip(r: &Regex) -> &str {
+    r.as_str()
+}
+
+/// WireMock's report style: `Accept: text/plain` for equality, `Accept [matches] : x.*`
+/// for other operators.
+fn labelled(name: &str, description: &str) -> String {
+    match description
+        .strip_prefix('[')
+        .and_then(|d| d.split_once("] "))
+    {
+        Some((op, rest)) => format!("{name} [{op}] : {rest}"),
+        None => format!("{name}: {description}"),
+    }
+}
+
+/// `content-type` -> `Content-Type`, for reports.
+fn display_header(name: &str) -> String {
+    name.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+impl MultipartPattern {
+    fn matches(&self, req: &RequestSnapshot) -> bool {
+        let parts = req.parts();
+        if parts.is_empty() {
+            return false;
+        }
+        let part_ok = |part: &decoy_spec::request::Part| {
+            self.headers.iter().all(|(name, p)| {
+                let values: Vec<std::borrow::Cow<'_, str>> = part
+                    .headers
+                    .get_all(name.as_str())
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()))
+                    .collect();
+                let refs: Vec<&str> = values.iter().map(|c| c.as_ref()).collect();
+                p.matches(&refs)
+            }) && {
+                let text = String::from_utf8_lossy(&part.body);
+                let actual = Actual::body(&text, &part.body);
+                self.body.iter().all(|p| p.matches(&actual))
+            }
+        };
+        if self.all {
+            parts.iter().all(part_ok)
+        } else {
+            parts.iter().any(part_ok)
+        }
+    }
+}
+
+fn parse_multipart(v: &Value, path: &str) -> FieldResult<MultipartPattern> {
+    let obj = as_object(v, path)?;
+    let all = match obj.get("matchingType") {
+        None => false,
+        Some(t) => match as_str(t, &join(path, "matchingType"))? {
+            "ANY" => false,
+            "ALL" => true,
+            other => {
+                return Err(FieldError::new(
+                    join(path, "matchingType"),
+                    format!("{other:?} is not a matching type; use ANY or ALL"),
+                ));
+            }
+        },
+    };
+    let headers = match obj.get("headers") {
+        Some(h) => multi_patterns(h, &join(path, "headers"))?
+            .into_iter()
+            .map(|(k, p)| (k.to_ascii_lowercase(), p))
+            .collect(),
+        None => Vec::new(),
+    };
+    let body = match obj.get("bodyPatterns") {
+        Some(b) => {
+            let bpath = join(path, "bodyPatterns");
+            as_array(b, &bpath)?
+                .iter()
+                .enumerate()
+                .map(|(i, p)| StringPattern::parse(p, &format!("{bpath}[{i}]")))
+                .collect::<FieldResult<Vec<_>>>()?
+        }
+        None => Vec::new(),
+    };
+    Ok(MultipartPattern { all, headers, body })
+}
+
+fn multi_patterns(v: &Value, path: &str) -> FieldResult<Vec<(String, MultiValuePattern)>> {
+    let obj: &Map<String, Value> = as_object(v, path)?;
+    obj.iter()
+        .map(|(k, p)| Ok((k.clone(), MultiValuePattern::parse(p, &join(path, k))?)))
+        .collect()
+}
+
+fn string_patterns(v: &Value, path: &str) -> FieldResult<Vec<(String, StringPattern)>> {
+    let obj: &Map<String, Value> = as_object(v, path)?;
+    obj.iter()
+        .map(|(k, p)| Ok((k.clone(), StringPattern::parse(p, &join(path, k))?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderMap;
+    use serde_json::json;
+
+    fn pat(v: Value) -> RequestPattern {
+        RequestPattern::parse(&v, "request", &mut Vec::new()).unwrap()
+    }
+
+    fn req(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> RequestSnapshot {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        RequestSnapshot::new(method, url)
+            .with_headers(h)
+            .with_body(body.to_owned())
+    }
+
+    #[test]
+    fn url_fields_follow_wiremock_semantics() {
+        let r = req("GET", "/a/b?x=1", &[], "");
+        assert!(pat(json!({"url": "/a/b?x=1"})).matches(&r));
+        assert!(!pat(json!({"url": "/a/b"})).matches(&r));
+        assert!(pat(json!({"urlPath": "/a/b"})).matches(&r));
+        assert!(pat(json!({"urlPattern": "/a/.*\\?x=1"})).matches(&r));
+        assert!(!pat(json!({"urlPattern": "/a/b"})).matches(&r));
+        assert!(pat(json!({"urlPathPattern": "/a/[a-z]"})).matches(&r));
+        assert!(pat(json!({})).matches(&r));
+    }
+
+    #[test]
+    fn path_templates_capture_and_check_parameters() {
+        let p = pat(json!({
+            "urlPathTemplate": "/contacts/{contactId}/addresses/{addressId}",
+            "pathParameters": {"contactId": {"equalTo": "12"}, "addressId": {"matches": "[0-9]+"}}
+        }));
+        assert!(p.matches(&req("GET", "/contacts/12/addresses/99?x", &[], "")));
+        assert!(!p.matches(&req("GET", "/contacts/13/addresses/99", &[], "")));
+        assert!(!p.matches(&req("GET", "/contacts/12/addresses/abc", &[], "")));
+        assert!(!p.matches(&req("GET", "/contacts/12/addresses", &[], "")));
+    }
+
+    #[test]
+    fn method_any_matches_every_method() {
+        let p = pat(json!({"method": "ANY", "urlPath": "/x"}));
+        assert!(p.matches(&req("DELETE", "/x", &[], "")));
+        assert!(!pat(json!({"method": "GET"})).matches(&req("POST", "/x", &[], "")));
+    }
+
+    #[test]
+    fn headers_are_case_insensitive_by_name_and_multi_valued() {
+        let r = req("GET", "/", &[("X-Tag", "a"), ("x-tag", "b")], "");
+        assert!(pat(json!({"headers": {"x-TAG": {"equalTo": "b"}}})).matches(&r));
+        assert!(
+            pat(
+                json!({"headers": {"X-Tag": {"hasExactly": [{"equalTo": "b"}, {"equalTo": "a"}]}}})
+            )
+            .matches(&r)
+        );
+        assert!(
+            !pat(json!({"headers": {"X-Tag": {"hasExactly": [{"equalTo": "a"}]}}})).matches(&r)
+        );
+        assert!(pat(json!({"headers": {"X-Tag": {"includes": [{"equalTo": "a"}]}}})).matches(&r));
+        assert!(pat(json!({"headers": {"X-Other": {"absent": true}}})).matches(&r));
+    }
+
+    #[test]
+    fn query_form_cookies_and_basic_auth() {
+        let r = req(
+            "POST",
+            "/f?q=hello%20world",
+            &[
+                ("cookie", "session=abc; theme=dark"),
+                ("authorization", "Basic dXNlcjpwYXNz"),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            "name=Ann+Lee&age=30",
+        );
+        let p = pat(json!({
+            "queryParameters": {"q": {"equalTo": "hello world"}},
+            "cookies": {"session": {"equalTo": "abc"}},
+            "formParameters": {"name": {"equalTo": "Ann Lee"}},
+            "basicAuthCredentials": {"username": "user", "password": "pass"}
+        }));
+        assert!(p.matches(&r));
+        let wrong = pat(json!({"basicAuth": {"username": "user", "password": "nope"}}));
+        assert!(!wrong.matches(&r));
+    }
+
+    #[test]
+    fn rejects_two_url_fields_and_unknown_template_variables() {
+        let e = RequestPattern::parse(
+            &json!({"url": "/a", "urlPath": "/a"}),
+            "request",
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert!(e.reason.contains("only one URL field"));
+        let e = RequestPattern::parse(
+            &json!({"urlPathTemplate": "/a/{id}", "pathParameters": {"idd": {"equalTo": "1"}}}),
+            "request",
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "request.pathParameters.idd");
+    }
+
+    #[test]
+    fn unknown_request_fields_are_warnings() {
+        let mut w = Vec::new();
+        RequestPattern::parse(&json!({"urlPath": "/a", "hedaers": {}}), "request", &mut w).unwrap();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].path, "request.hedaers");
+        assert!(w[0].reason.contains("did you mean \"headers\""));
+    }
+}

@@ -1,0 +1,917 @@
+//! The message-queue files of a root directory.
+//!
+//! - `mq-connections.json`: a list of `{connectionId, connectionName, connectionData}`;
+//!   `connectionData.type` is `amqp` or `ibm-mq`.
+//! - `mq-mappings/*.json`: one mapping per file (or `{"mappings": [...]}`).
+//!
+//! Traffic Parrot's names are read too (`ibm-mq-connections.json`, `ibm-mq-mappings/`,
+//! `ibmMqVersion`, `ibmMqResponseTransformerClassName`), so its users' files carry
+//! over. Parsing walks the JSON by hand, as for HTTP mappings, so every problem names
+//! the file, the mapping, the JSON path of the field and the reason; a bad file is
+//! reported and skipped, the others are served.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+pub use super::transport::Destination;
+use decoy_core::mapping::load::{Problem, StubRef, json_files, load_stub_file};
+use decoy_core::mapping::{DEFAULT_PRIORITY, parse_body_field, parse_distribution};
+use decoy_matching::pattern::StringPattern;
+use decoy_spec::fields::{
+    FieldError, FieldResult, as_bool, as_i64, as_object, as_str, as_u64, join, kind, warn_unknown,
+};
+use decoy_spec::plan::DelayDistribution;
+
+/// Files read, in the order tried: decoy's name, then Traffic Parrot's.
+pub const CONNECTION_FILES: [&str; 2] = ["mq-connections.json", "ibm-mq-connections.json"];
+pub const MAPPING_DIRS: [&str; 2] = ["mq-mappings", "ibm-mq-mappings"];
+
+/// A broker connection, as configured.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    pub id: String,
+    pub name: Option<String>,
+    pub kind: ConnectionKind,
+    /// What to do with a message no mapping matches.
+    pub unmatched: Unmatched,
+}
+
+#[derive(Debug, Clone)]
+pub enum ConnectionKind {
+    Amqp(AmqpConfig),
+    IbmMq(IbmMqConfig),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmqpConfig {
+    /// `amqp://user:pass@host:port/vhost`.
+    pub uri: String,
+    pub read_connections: usize,
+    pub write_connections: usize,
+    /// Unacknowledged messages a receiver may hold (`basic.qos`).
+    pub prefetch: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IbmMqConfig {
+    pub hostname: String,
+    pub port: u16,
+    pub queue_manager: String,
+    pub channel: String,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub use_mqcsp: bool,
+    pub read_connections: usize,
+    pub write_connections: usize,
+    pub ssl_cipher_suite: Option<String>,
+    pub ssl_peer_name: Option<String>,
+}
+
+/// Where an unmatched message goes. It is never dropped silently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unmatched {
+    /// Put it on this queue (then acknowledge the original).
+    Queue(String),
+    /// Reject it back to the broker without requeueing (RabbitMQ then applies the
+    /// queue's dead-letter exchange, if it has one).
+    Reject,
+}
+
+/// The queue unmatched messages go to unless a connection says otherwise.
+pub const DEFAULT_UNMATCHED_QUEUE: &str = "decoy.unmatched";
+
+/// How the reply's correlation id is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Correlation {
+    /// The request's message id becomes the reply's correlation id (the IBM MQ
+    /// convention); a request without a message id has its correlation id copied.
+    MsgIdToCorrelId,
+    /// The request's correlation id is copied (the usual AMQP RPC convention).
+    CopyCorrelId,
+}
+
+/// One message-queue mapping: which messages it answers and with what.
+#[derive(Debug)]
+pub struct MqMapping {
+    pub id: Arc<str>,
+    pub name: Option<Arc<str>>,
+    pub connection_id: String,
+    pub priority: i64,
+    /// The queue it listens on (or the topic it subscribes to).
+    pub queue: Destination,
+    pub body: Option<StringPattern>,
+    /// Message properties (AMQP headers, MQ message properties) and their patterns.
+    pub properties: Vec<(String, StringPattern)>,
+    pub response: MqResponse,
+    pub receive_threads: usize,
+    pub send_threads: usize,
+    pub correlation: Correlation,
+    /// File and position, for messages.
+    pub file: PathBuf,
+    pub index: usize,
+}
+
+impl MqMapping {
+    /// `mq-mappings/orders.json [0] (id …)`, for messages.
+    pub fn label(&self) -> String {
+        format!("{} [{}] (id {})", self.file.display(), self.index, self.id)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MqResponse {
+    /// `None`: the request's reply-to destination.
+    pub destination: Option<Destination>,
+    pub body: Bytes,
+    /// MQ format (`MQSTR`, `MQHRF2  `...); for AMQP, the content type when set.
+    pub format: String,
+    pub properties: Vec<(String, String)>,
+    pub fixed_delay: Duration,
+    pub delay_distribution: Option<DelayDistribution>,
+    /// Plugins that build the reply from the request (`transformers`).
+    pub transformers: decoy_core::plugins::Transformers,
+}
+
+impl Default for MqResponse {
+    /// An empty text reply to the request's reply-to queue, at once.
+    fn default() -> Self {
+        MqResponse {
+            destination: None,
+            body: Bytes::new(),
+            format: "MQSTR".into(),
+            properties: Vec::new(),
+            fixed_delay: Duration::ZERO,
+            delay_distribution: None,
+            transformers: Default::default(),
+        }
+    }
+}
+
+impl MqResponse {
+    pub fn delay(&self) -> Duration {
+        self.fixed_delay
+            + self
+                .delay_distribution
+                .as_ref()
+                .map_or(Duration::ZERO, |d| d.sample())
+    }
+}
+
+/// Everything read from a root directory's MQ files.
+#[derive(Debug, Default)]
+pub struct MqLoad {
+    pub connections: Vec<Connection>,
+    pub mappings: Vec<MqMapping>,
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<Problem>,
+    /// Mappings rejected.
+    pub rejected: usize,
+}
+
+impl MqLoad {
+    pub fn is_empty(&self) -> bool {
+        self.connections.is_empty() && self.mappings.is_empty()
+    }
+}
+
+fn problem(file: &Path, stub: Option<StubRef>, error: FieldError) -> Problem {
+    Problem {
+        file: file.to_path_buf(),
+        stub,
+        error,
+    }
+}
+
+/// Reads the MQ files of `root`; a root without them gives an empty load.
+pub fn load(root: &Path) -> MqLoad {
+    let ctx = decoy_core::mapping::ParseContext::for_root(root);
+    load_with(root, ctx.plugins.as_deref())
+}
+
+/// [`load`], resolving plugin names (`response.transformers`) in `plugins`.
+pub fn load_with(root: &Path, plugins: Option<&decoy_plugin_host::Plugins>) -> MqLoad {
+    let mut out = MqLoad::default();
+    let files_dir = decoy_core::mapping::load::files_dir(root);
+    if let Some(name) = CONNECTION_FILES.iter().find(|n| root.join(n).is_file()) {
+        let rel = PathBuf::from(name);
+        let tp_ibm = *name == "ibm-mq-connections.json";
+        match read_json(&root.join(name)) {
+            Ok(v) => parse_connections(&v, &rel, tp_ibm, &mut out),
+            Err(e) => out
+                .problems
+                .push(problem(&rel, None, FieldError::new("", e))),
+        }
+    }
+    let mut files = Vec::new();
+    for dir in MAPPING_DIRS {
+        match json_files(root, &root.join(dir)) {
+            Ok(f) => files.extend(f),
+            Err(e) => out.problems.push(problem(
+                Path::new(dir),
+                None,
+                FieldError::new("", format!("cannot list the folder: {e}")),
+            )),
+        }
+    }
+    files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+    for rel in files {
+        let connections = &out.connections;
+        let file = load_stub_file(
+            root,
+            &rel,
+            &["mappingId", "id"],
+            |index, stub, _, warnings| {
+                parse_mapping(
+                    stub,
+                    &rel,
+                    index,
+                    &files_dir,
+                    plugins,
+                    connections,
+                    warnings,
+                )
+            },
+        );
+        out.mappings.extend(file.mappings);
+        out.problems.extend(file.problems);
+        out.warnings.extend(file.warnings);
+        out.rejected += file.rejected;
+    }
+    out
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    serde_json::from_slice(&text).map_err(|e| format!("not valid JSON: {e}"))
+}
+
+const CONNECTION_FIELDS: &[&str] = &["connectionId", "connectionName", "connectionData"];
+const AMQP_FIELDS: &[&str] = &[
+    "type",
+    "uri",
+    "host",
+    "port",
+    "vhost",
+    "username",
+    "password",
+    "readConnectionsToOpen",
+    "writeConnectionsToOpen",
+    "prefetch",
+    "unmatched",
+];
+const IBM_FIELDS: &[&str] = &[
+    "type",
+    "hostname",
+    "port",
+    "queueManager",
+    "channel",
+    "username",
+    "password",
+    "useMQCSPAuthenticationMode",
+    "readConnectionsToOpen",
+    "writeConnectionsToOpen",
+    "sslCipherSuite",
+    "sslPeerName",
+    "unmatched",
+];
+
+fn parse_connections(v: &Value, rel: &Path, tp_ibm: bool, out: &mut MqLoad) {
+    // A single connection object is accepted as well as a list.
+    let list: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        Value::Object(_) => vec![v],
+        other => {
+            out.problems.push(problem(
+                rel,
+                None,
+                FieldError::new(
+                    "",
+                    format!("expected a list of connections, found {}", kind(other)),
+                ),
+            ));
+            return;
+        }
+    };
+    for (i, c) in list.into_iter().enumerate() {
+        let at = format!("[{i}]");
+        let stub = StubRef {
+            index: i,
+            id: c.get("connectionId").map(id_text),
+            name: c
+                .get("connectionName")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        let mut warnings = Vec::new();
+        match parse_connection(c, &at, tp_ibm, &mut warnings) {
+            Ok(conn) => {
+                if out.connections.iter().any(|x| x.id == conn.id) {
+                    out.problems.push(problem(
+                        rel,
+                        Some(stub.clone()),
+                        FieldError::new(
+                            join(&at, "connectionId"),
+                            format!("{:?} is used by an earlier connection", conn.id),
+                        ),
+                    ));
+                } else {
+                    out.connections.push(conn);
+                }
+            }
+            Err(e) => out.problems.push(problem(rel, Some(stub.clone()), e)),
+        }
+        out.warnings.extend(
+            warnings
+                .into_iter()
+                .map(|e| problem(rel, Some(stub.clone()), e)),
+        );
+    }
+}
+
+/// Traffic Parrot writes ids as strings or numbers.
+fn id_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn opt_str(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<Option<String>> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => as_str(v, &join(path, key)).map(|s| Some(s.to_owned())),
+    }
+}
+
+fn count(obj: &Map<String, Value>, key: &str, path: &str, default: usize) -> FieldResult<usize> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => {
+            let at = join(path, key);
+            let n = as_u64(v, &at)?;
+            if n == 0 || n > 1000 {
+                return Err(FieldError::new(at, format!("{n} is out of range (1-1000)")));
+            }
+            Ok(n as usize)
+        }
+    }
+}
+
+fn parse_connection(
+    c: &Value,
+    at: &str,
+    tp_ibm: bool,
+    warnings: &mut Vec<FieldError>,
+) -> FieldResult<Connection> {
+    let obj = as_object(c, at)?;
+    warn_unknown(obj, at, CONNECTION_FIELDS, &[], warnings);
+    let id = obj
+        .get("connectionId")
+        .map(id_text)
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            FieldError::new(
+                join(at, "connectionId"),
+                "missing; every connection needs an id that mappings refer to",
+            )
+        })?;
+    let name = opt_str(obj, "connectionName", at)?;
+    let data_at = join(at, "connectionData");
+    let data = as_object(
+        obj.get("connectionData").ok_or_else(|| {
+            FieldError::new(
+                &data_at,
+                "missing; it says which broker to connect to and how",
+            )
+        })?,
+        &data_at,
+    )?;
+    let ty = match opt_str(data, "type", &data_at)? {
+        Some(t) => t,
+        // Traffic Parrot's IBM MQ connections have no type field.
+        None if tp_ibm || data.contains_key("queueManager") => "ibm-mq".to_owned(),
+        None => {
+            return Err(FieldError::new(
+                join(&data_at, "type"),
+                "missing; expected \"amqp\" or \"ibm-mq\"",
+            ));
+        }
+    };
+    let unmatched = match data.get("unmatched") {
+        None | Some(Value::Null) => Unmatched::Queue(DEFAULT_UNMATCHED_QUEUE.to_owned()),
+        Some(v) => {
+            let path = join(&data_at, "unmatched");
+            let u = as_object(v, &path)?;
+            match (u.get("queue"), u.get("reject")) {
+                (Some(q), None) => Unmatched::Queue(as_str(q, &join(&path, "queue"))?.to_owned()),
+                (None, Some(r)) if as_bool(r, &join(&path, "reject"))? => Unmatched::Reject,
+                _ => {
+                    return Err(FieldError::new(
+                        path,
+                        "expected {\"queue\": \"NAME\"} or {\"reject\": true}",
+                    ));
+                }
+            }
+        }
+    };
+    let kind = match ty.as_str() {
+        "amqp" => {
+            warn_unknown(data, &data_at, AMQP_FIELDS, &[], warnings);
+            let uri = match opt_str(data, "uri", &data_at)? {
+                Some(u) => {
+                    if !(u.starts_with("amqp://") || u.starts_with("amqps://")) {
+                        return Err(FieldError::new(
+                            join(&data_at, "uri"),
+                            format!("{u:?} is not an amqp:// or amqps:// URI"),
+                        ));
+                    }
+                    u
+                }
+                None => {
+                    let host =
+                        opt_str(data, "host", &data_at)?.unwrap_or_else(|| "127.0.0.1".into());
+                    let port = match data.get("port") {
+                        Some(p) => as_u64(p, &join(&data_at, "port"))?,
+                        None => 5672,
+                    };
+                    let user =
+                        opt_str(data, "username", &data_at)?.unwrap_or_else(|| "guest".into());
+                    let pass =
+                        opt_str(data, "password", &data_at)?.unwrap_or_else(|| "guest".into());
+                    let vhost = opt_str(data, "vhost", &data_at)?.unwrap_or_else(|| "/".into());
+                    let enc = |s: &str| {
+                        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC)
+                            .to_string()
+                    };
+                    format!(
+                        "amqp://{}:{}@{host}:{port}/{}",
+                        enc(&user),
+                        enc(&pass),
+                        enc(&vhost)
+                    )
+                }
+            };
+            let prefetch = match data.get("prefetch") {
+                None | Some(Value::Null) => 100,
+                Some(p) => {
+                    let path = join(&data_at, "prefetch");
+                    u16::try_from(as_u64(p, &path)?)
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| FieldError::new(path, "must be between 1 and 65535"))?
+                }
+            };
+            ConnectionKind::Amqp(AmqpConfig {
+                uri,
+                read_connections: count(data, "readConnectionsToOpen", &data_at, 1)?,
+                write_connections: count(data, "writeConnectionsToOpen", &data_at, 1)?,
+                prefetch,
+            })
+        }
+        "ibm-mq" => {
+            // `ibmMqVersion` is Traffic Parrot's and changes nothing here.
+            warn_unknown(data, &data_at, IBM_FIELDS, &["ibmMqVersion"], warnings);
+            let need = |key: &str| -> FieldResult<String> {
+                opt_str(data, key, &data_at)?
+                    .filter(|s| !s.is_empty())
+                    .ok_or_else(|| {
+                        FieldError::new(
+                            join(&data_at, key),
+                            "missing; an IBM MQ client connection needs it",
+                        )
+                    })
+            };
+            let port = match data.get("port") {
+                Some(p) => {
+                    let path = join(&data_at, "port");
+                    u16::try_from(as_u64(p, &path)?)
+                        .map_err(|_| FieldError::new(path, "is not a TCP port"))?
+                }
+                None => 1414,
+            };
+            if unmatched == Unmatched::Reject {
+                return Err(FieldError::new(
+                    join(&data_at, "unmatched"),
+                    "IBM MQ has no reject: a message got under syncpoint can only be committed \
+                     or backed out (and then comes back); name a queue instead, such as \
+                     {\"queue\": \"DEV.DEAD.LETTER.QUEUE\"}",
+                ));
+            }
+            let limited = |key: &str, value: String, max: usize| -> FieldResult<String> {
+                if value.len() > max {
+                    return Err(FieldError::new(
+                        join(&data_at, key),
+                        format!("{value:?} is longer than IBM MQ's {max} characters"),
+                    ));
+                }
+                Ok(value)
+            };
+            ConnectionKind::IbmMq(IbmMqConfig {
+                hostname: need("hostname")?,
+                port,
+                queue_manager: limited("queueManager", need("queueManager")?, 48)?,
+                channel: limited("channel", need("channel")?, 20)?,
+                username: opt_str(data, "username", &data_at)?.filter(|s| !s.is_empty()),
+                password: opt_str(data, "password", &data_at)?.filter(|s| !s.is_empty()),
+                use_mqcsp: match data.get("useMQCSPAuthenticationMode") {
+                    None | Some(Value::Null) => false,
+                    Some(v) => as_bool(v, &join(&data_at, "useMQCSPAuthenticationMode"))?,
+                },
+                read_connections: count(data, "readConnectionsToOpen", &data_at, 1)?,
+                write_connections: count(data, "writeConnectionsToOpen", &data_at, 1)?,
+                ssl_cipher_suite: opt_str(data, "sslCipherSuite", &data_at)?
+                    .filter(|s| !s.is_empty()),
+                ssl_peer_name: opt_str(data, "sslPeerName", &data_at)?.filter(|s| !s.is_empty()),
+            })
+        }
+        other => {
+            return Err(FieldError::new(
+                join(&data_at, "type"),
+                format!("unknown broker type {other:?}; expected \"amqp\" or \"ibm-mq\""),
+            ));
+        }
+    };
+    Ok(Connection {
+        id,
+        name,
+        kind,
+        unmatched,
+    })
+}
+
+const MAPPING_FIELDS: &[&str] = &[
+    "mappingId",
+    "id",
+    "name",
+    "connectionId",
+    "priority",
+    "request",
+    "response",
+    "receiveThreads",
+    "sendThreads",
+    "correlation",
+];
+const REQUEST_FIELDS: &[&str] = &["destination", "bodyMatcher", "properties", "headers"];
+const RESPONSE_FIELDS: &[&str] = &[
+    "destination",
+    "text",
+    "base64Body",
+    "bodyFileName",
+    "format",
+    "properties",
+    "fixedDelayMilliseconds",
+    "delayDistribution",
+    "transformers",
+    "transformerParameters",
+];
+
+fn parse_mapping(
+    v: &Value,
+    rel: &Path,
+    index: usize,
+    files_dir: &Path,
+    plugins: Option<&decoy_plugin_host::Plugins>,
+    connections: &[Connection],
+    warnings: &mut Vec<FieldError>,
+) -> Result<MqMapping, Vec<FieldError>> {
+    let obj = as_object(v, "").map_err(|e| vec![e])?;
+    warn_unknown(obj, "", MAPPING_FIELDS, &[], warnings);
+    let mut errors = Vec::new();
+    let mut check = |r: FieldResult<()>| {
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    };
+    let id: Arc<str> = match obj.get("mappingId").or_else(|| obj.get("id")) {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().into(),
+        Some(other) => {
+            check(Err(FieldError::new(
+                "mappingId",
+                format!("expected a non-empty string, found {}", kind(other)),
+            )));
+            "".into()
+        }
+        // Stable across restarts: derived from where the mapping is.
+        None => uuid::Uuid::new_v5(
+            &uuid::Uuid::NAMESPACE_URL,
+            format!("mq:{}#{index}", rel.display()).as_bytes(),
+        )
+        .to_string()
+        .into(),
+    };
+    let mut name = None;
+    check((|| {
+        name = opt_str(obj, "name", "")?.map(Arc::from);
+        Ok(())
+    })());
+    let mut connection_id = String::new();
+    check((|| {
+        connection_id = match obj.get("connectionId") {
+            Some(c) => id_text(c),
+            None if connections.len() == 1 => connections[0].id.clone(),
+            None if connections.is_empty() => {
+                return Err(FieldError::new(
+                    "connectionId",
+                    "no broker connection is defined: add mq-connections.json",
+                ));
+            }
+            None => {
+                return Err(FieldError::new(
+                    "connectionId",
+                    "missing; mq-connections.json defines several connections, say which one",
+                ));
+            }
+        };
+        if !connections.iter().any(|c| c.id == connection_id) {
+            let known: Vec<&str> = connections.iter().map(|c| c.id.as_str()).collect();
+            return Err(FieldError::new(
+                "connectionId",
+                format!(
+                    "{connection_id:?} is not a connection in mq-connections.json (known: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    })());
+    let mut priority = DEFAULT_PRIORITY;
+    check((|| {
+        if let Some(p) = obj.get("priority") {
+            priority = as_i64(p, "priority")?;
+        }
+        Ok(())
+    })());
+    let mut receive_threads = 1;
+    let mut send_threads = 1;
+    check((|| {
+        receive_threads = count(obj, "receiveThreads", "", 1)?;
+        send_threads = count(obj, "sendThreads", "", 1)?;
+        Ok(())
+    })());
+    let mut correlation = Correlation::MsgIdToCorrelId;
+    check((|| {
+        if let Some(c) = obj.get("correlation") {
+            correlation = match as_str(c, "correlation")? {
+                "MSGID_TO_CORRELID" => Correlation::MsgIdToCorrelId,
+                "COPY_CORRELID" => Correlation::CopyCorrelId,
+                other => {
+                    return Err(FieldError::new(
+                        "correlation",
+                        format!("{other:?}: expected MSGID_TO_CORRELID or COPY_CORRELID"),
+                    ));
+                }
+            };
+        }
+        Ok(())
+    })());
+
+    let mut queue = Destination::queue("");
+    let mut body = None;
+    let mut properties = Vec::new();
+    match obj.get("request") {
+        None => errors.push(FieldError::new(
+            "request",
+            "missing; it says which queue to listen on",
+        )),
+        Some(r) => match as_object(r, "request") {
+            Err(e) => errors.push(e),
+            Ok(req) => {
+                warn_unknown(req, "request", REQUEST_FIELDS, &[], warnings);
+                match req.get("destination") {
+                    None => errors.push(FieldError::new(
+                        "request.destination",
+                        "missing; it names the queue to listen on",
+                    )),
+                    Some(d) => match parse_destination(d, "request.destination") {
+                        Ok(q) => queue = q,
+                        Err(e) => errors.push(e),
+                    },
+                }
+                if let Some(b) = req.get("bodyMatcher") {
+                    match StringPattern::parse(b, "request.bodyMatcher") {
+                        Ok(p) => body = Some(p),
+                        Err(e) => errors.push(e),
+                    }
+                }
+                for key in ["properties", "headers"] {
+                    if let Some(p) = req.get(key) {
+                        let path = join("request", key);
+                        match as_object(p, &path) {
+                            Err(e) => errors.push(e),
+                            Ok(map) => {
+                                for (k, pat) in map {
+                                    match StringPattern::parse(pat, &join(&path, k)) {
+                                        Ok(p) => properties.push((k.clone(), p)),
+                                        Err(e) => errors.push(e),
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    }
+    let response = match obj.get("response") {
+        None => Some(MqResponse::default()),
+        Some(r) => parse_response(r, files_dir, plugins, warnings)
+            .map_err(|e| errors.extend(e))
+            .ok(),
+    };
+    let on_ibm_mq = connections
+        .iter()
+        .any(|c| c.id == connection_id && matches!(c.kind, ConnectionKind::IbmMq(_)));
+    if queue.topic && on_ibm_mq && receive_threads > 1 {
+        // Each IBM MQ subscriber gets every publication: more receivers would answer
+        // each one several times.
+        warnings.push(FieldError::new(
+            "receiveThreads",
+            format!(
+                "{receive_threads} receivers on an IBM MQ topic would each get every \
+                 publication; 1 is used"
+            ),
+        ));
+        receive_threads = 1;
+    }
+    match (response, errors.is_empty()) {
+        (Some(response), true) => Ok(MqMapping {
+            id,
+            name,
+            connection_id,
+            priority,
+            queue,
+            body,
+            properties,
+            response,
+            receive_threads,
+            send_threads,
+            correlation,
+            file: rel.to_path_buf(),
+            index,
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// `{"name": "Q", "type": "QUEUE"}` (or just `"Q"`, a queue), or a `TOPIC`.
+fn parse_destination(v: &Value, path: &str) -> FieldResult<Destination> {
+    if let Value::String(s) = v {
+        return Ok(Destination::queue(s.clone()));
+    }
+    let d = as_object(v, path)?;
+    let name = as_str(
+        d.get("name")
+            .ok_or_else(|| FieldError::new(join(path, "name"), "missing"))?,
+        &join(path, "name"),
+    )?;
+    if name.trim().is_empty() {
+        return Err(FieldError::new(join(path, "name"), "must not be empty"));
+    }
+    match d
+        .get("type")
+        .map(|t| as_str(t, &join(path, "type")))
+        .transpose()?
+    {
+        None | Some("QUEUE") => Ok(Destination::queue(name)),
+        Some("TOPIC") => Ok(Destination::topic(name)),
+        Some(other) => Err(FieldError::new(
+            join(path, "type"),
+            format!("{other:?}: expected QUEUE or TOPIC"),
+        )),
+    }
+}
+
+/// MQ's format names as written in Traffic Parrot's files, to the 8-character MQMD
+/// values.
+fn format_name(s: &str) -> Option<&'static str> {
+    Some(match s {
+        "MQFMT_STRING" | "MQSTR" => "MQSTR",
+        "MQFMT_NONE" | "" => "",
+        "MQFMT_RF_HEADER_2" | "MQHRF2" => "MQHRF2",
+        _ => return None,
+    })
+}
+
+fn parse_response(
+    v: &Value,
+    files_dir: &Path,
+    plugins: Option<&decoy_plugin_host::Plugins>,
+    warnings: &mut Vec<FieldError>,
+) -> Result<MqResponse, Vec<FieldError>> {
+    let obj = as_object(v, "response").map_err(|e| vec![e])?;
+    warn_unknown(
+        obj,
+        "response",
+        RESPONSE_FIELDS,
+        &["ibmMqResponseTransformerClassName"],
+        warnings,
+    );
+    let mut errors = Vec::new();
+    let mut out = MqResponse::default();
+    match decoy_core::plugins::Transformers::parse(obj, plugins, false) {
+        Ok(t) => out.transformers = t,
+        Err(e) => errors.extend(e),
+    }
+    let mut check = |r: FieldResult<()>| {
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    };
+    if let Some(t) = obj
+        .get("ibmMqResponseTransformerClassName")
+        .and_then(Value::as_str)
+        && t != "NO_TRANSFORMER"
+    {
+        check(Err(FieldError::new(
+            "response.ibmMqResponseTransformerClassName",
+            format!("{t:?}: Java transformers cannot run here; use NO_TRANSFORMER"),
+        )));
+    }
+    check((|| {
+        if let Some(d) = obj.get("destination").filter(|d| !d.is_null()) {
+            out.destination = Some(parse_destination(d, "response.destination")?);
+        }
+        Ok(())
+    })());
+    check((|| {
+        let keys = ["text", "base64Body", "bodyFileName"];
+        if let Some(body) = parse_body_field(obj, files_dir, &keys)? {
+            out.body = body;
+        }
+        Ok(())
+    })());
+    check((|| {
+        if let Some(f) = obj.get("format").filter(|f| !f.is_null()) {
+            let s = as_str(f, "response.format")?;
+            out.format = format_name(s).map(str::to_owned).ok_or_else(|| {
+                FieldError::new(
+                    "response.format",
+                    format!("{s:?}: expected MQFMT_STRING, MQFMT_NONE or MQFMT_RF_HEADER_2"),
+                )
+            })?;
+        }
+        Ok(())
+    })());
+    check((|| {
+        if let Some(p) = obj.get("properties") {
+            for (k, v) in as_object(p, "response.properties")? {
+                let at = join("response.properties", k);
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Number(_) | Value::Bool(_) => v.to_string(),
+                    other => {
+                        return Err(FieldError::new(
+                            at,
+                            format!(
+                                "expected a string, number or boolean, found {}",
+                                kind(other)
+                            ),
+                        ));
+                    }
+                };
+                out.properties.push((k.clone(), text));
+            }
+        }
+        Ok(())
+    })());
+    check((|| {
+        if let Some(ms) = obj.get("fixedDelayMilliseconds") {
+            out.fixed_delay = Duration::from_millis(as_u64(ms, "response.fixedDelayMilliseconds")?);
+        }
+        if let Some(d) = obj.get("delayDistribution") {
+            out.delay_distribution = Some(parse_distribution(d, "response.delayDistribution")?);
+        }
+        Ok(())
+    })());
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Reads MQ files written for a test: one connection and `mappings` (one file each).
+/// Panics on a problem, so a test's own files are always clean.
+#[cfg(test)]
+pub(crate) fn load_for_test(
+    connection: &serde_json::Value,
+    mappings: &[serde_json::Value],
+) -> MqLoad {
+    #![allow(clippy::unwrap_used)]
+    let dir = tempfile::tempdir().unwrap();
+    let write = |rel: &str, v: &serde_json::Value| {
+        std::fs::write(dir.path().join(rel), v.to_string()).unwrap();
+    };
+    write("mq-connections.json", &serde_json::json!([connection]));
+    std::fs::create_dir(dir.path().join("mq-mappings")).unwrap();
+    for (i, m) in mappings.iter().enumerate() {
+        write(&format!("mq-mappings/{i:02}.json"), m);
+    }
+    let load = load(dir.path());
+    assert!(load.problems.is_empty(), "{:?}", load.problems);
+    load
+}

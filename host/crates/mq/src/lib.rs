@@ -1,0 +1,180 @@
+//! Message-queue virtual services: a request message put on a queue gets the mapped
+//! reply on its reply-to queue, as a real back end would send it.
+//!
+//! - [`config`]: `mq-connections.json` and `mq-mappings/` (and Traffic Parrot's
+//!   names), parsed with the same error style as HTTP mappings.
+//! - [`transport`]: the small broker interface (receive, settle, send).
+//! - [`runtime`]: receivers, the bounded hand-off, senders; matching, delays,
+//!   at-least-once settlement, reconnects, draining on shutdown.
+//! - [`amqp`]: RabbitMQ and other AMQP 0-9-1 brokers, with `lapin`.
+//! - [`ibmmq`]: IBM MQ through the MQI, with `mqi` and the client library loaded at
+//!   run time.
+//! - [`memory`]: an in-process broker for the runtime's own tests.
+
+pub mod amqp;
+pub mod config;
+#[cfg(feature = "ibmmq")]
+pub mod ibmmq;
+pub mod memory;
+pub mod runtime;
+pub mod transport;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::bail;
+
+use config::{ConnectionKind, MqLoad};
+use decoy_core::mapping::load::Problem;
+use decoy_core::metrics::{MappingStats, Metrics};
+use runtime::MqRuntime;
+use transport::Broker;
+
+/// The MQ side of a server: the running runtime, and what reloading needs.
+///
+/// A reload (the watcher saw `mq-connections.json` or `mq-mappings/` change) reads the
+/// files again. When they have problems, the running mappings stay live and the
+/// problems are kept for `/__admin/problems`, as for HTTP files. Otherwise a new
+/// runtime starts, then the old one stops receiving and sends what it had in flight,
+/// so no request is lost across the switch (each is answered by the old mappings or
+/// the new ones). Per-mapping counters carry over by mapping id.
+#[derive(Debug)]
+pub struct MqService {
+    root: PathBuf,
+    metrics: Arc<Metrics>,
+    running: Mutex<Option<MqRuntime>>,
+    stats: Mutex<HashMap<Arc<str>, Arc<MappingStats>>>,
+    problems: Mutex<(Vec<Problem>, Vec<Problem>)>,
+    /// Where `response.transformers` names resolve (shared with the HTTP side).
+    plugins: Option<Arc<decoy_plugin_host::Plugins>>,
+}
+
+impl MqService {
+    /// Starts serving `load` (already read from `root`). Brokers that cannot be
+    /// reached yet are retried in the background, so an HTTP mock still starts
+    /// while RabbitMQ is restarting.
+    pub fn start(
+        root: &Path,
+        load: MqLoad,
+        metrics: &Arc<Metrics>,
+        plugins: Option<Arc<decoy_plugin_host::Plugins>>,
+    ) -> anyhow::Result<Arc<MqService>> {
+        let service = Arc::new(MqService {
+            plugins,
+            root: root.to_path_buf(),
+            metrics: metrics.clone(),
+            running: Mutex::new(None),
+            stats: Mutex::new(HashMap::new()),
+            problems: Mutex::new((load.problems.clone(), load.warnings.clone())),
+        });
+        let runtime = service.runtime_for(load)?;
+        *lock(&service.running) = runtime;
+        Ok(service)
+    }
+
+    fn runtime_for(&self, load: MqLoad) -> anyhow::Result<Option<MqRuntime>> {
+        if load.mappings.is_empty() {
+            self.metrics.set_mq_mappings(Vec::new());
+            return Ok(None);
+        }
+        let mut brokers: Vec<Arc<dyn Broker>> = Vec::new();
+        for c in &load.connections {
+            match &c.kind {
+                ConnectionKind::Amqp(a) => brokers.push(Arc::new(amqp::AmqpBroker::new(a.clone()))),
+                #[cfg(not(feature = "ibmmq"))]
+                ConnectionKind::IbmMq(_) => bail!(
+                    "connection {:?} is an IBM MQ connection, but this decoy was built without IBM MQ support (the `ibmmq` cargo feature, on by default)",
+                    c.id
+                ),
+                #[cfg(feature = "ibmmq")]
+                ConnectionKind::IbmMq(m) => {
+                    let dirs = ibmmq::library_dirs();
+                    let Some(path) = ibmmq::find_client(&dirs) else {
+                        bail!("{}", ibmmq::missing_client_message(&c.id, &dirs));
+                    };
+                    let lib = ibmmq::load_client(&path).map_err(|e| {
+                        anyhow::anyhow!("connection {:?} is an IBM MQ connection: {e}", c.id)
+                    })?;
+                    brokers.push(Arc::new(ibmmq::IbmMqBroker::new(lib, m.clone())));
+                }
+            }
+        }
+        let mappings: Vec<(Arc<config::MqMapping>, Arc<MappingStats>)> = {
+            let mut stats = lock(&self.stats);
+            load.mappings
+                .into_iter()
+                .map(|m| {
+                    let s = stats.entry(m.id.clone()).or_default().clone();
+                    (Arc::new(m), s)
+                })
+                .collect()
+        };
+        self.metrics.set_mq_mappings(
+            mappings
+                .iter()
+                .map(|(m, s)| (m.id.clone(), m.name.clone(), s.clone()))
+                .collect(),
+        );
+        let metrics = self.metrics.clone();
+        Ok(Some(MqRuntime::start(
+            &load.connections,
+            brokers,
+            mappings,
+            move |c| match c.kind {
+                ConnectionKind::Amqp(_) => metrics.amqp.clone(),
+                ConnectionKind::IbmMq(_) => metrics.ibm_mq.clone(),
+            },
+        )))
+    }
+
+    /// Re-reads the MQ files and switches to them when they are clean.
+    pub async fn reload(&self) {
+        let root = self.root.clone();
+        let plugins = self.plugins.clone();
+        let Ok(load) =
+            tokio::task::spawn_blocking(move || config::load_with(&root, plugins.as_deref())).await
+        else {
+            return;
+        };
+        *lock(&self.problems) = (load.problems.clone(), load.warnings.clone());
+        if !load.problems.is_empty() {
+            for p in &load.problems {
+                tracing::warn!("{p} (the running MQ mappings stay live)");
+            }
+            return;
+        }
+        let count = load.mappings.len();
+        let new = match self.runtime_for(load) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("MQ mappings not reloaded: {e}");
+                return;
+            }
+        };
+        let old = std::mem::replace(&mut *lock(&self.running), new);
+        // The old runtime drains in the background (delayed replies may take a
+        // while), so the watcher goes on with HTTP reloads meanwhile.
+        if let Some(old) = old {
+            tokio::spawn(old.shutdown());
+        }
+        tracing::info!("MQ mappings reloaded: {count} live");
+    }
+
+    /// Current problems and warnings of the MQ files.
+    pub fn problems(&self) -> (Vec<Problem>, Vec<Problem>) {
+        lock(&self.problems).clone()
+    }
+
+    /// Stops receiving and sends the replies in flight.
+    pub async fn shutdown(&self) {
+        let running = lock(&self.running).take();
+        if let Some(r) = running {
+            r.shutdown().await;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,15 @@
+//! decoy's vocabulary: the types every layer speaks, kept on the ground floor so that
+//! no layer has to import another's room to use them.
+//!
+//! - [`request`]: the owned [`RequestSnapshot`](request::RequestSnapshot) a transport
+//!   builds once and every matcher, plugin and journal entry reads.
+//! - [`plan`]: the transport-neutral [`ResponsePlan`](plan::ResponsePlan) and the
+//!   delay, dribble and fault vocabulary.
+//! - [`fields`]: reading a JSON mapping with a path to every field, and the
+//!   [`FieldError`](fields::FieldError) that names it.
+//!
+//! May depend on: nothing of decoy's. Everything else may depend on it.
+
+pub mod fields;
+pub mod plan;
+pub mod request;

@@ -1,0 +1,184 @@
+//! The transport-neutral answer to a request, and the delay and fault vocabulary.
+//!
+//! The engine never writes to a socket. It returns a [`ResponsePlan`]: what to send,
+//! how long to wait first, whether to dribble the body, or which fault to simulate.
+//! The HTTP transport carries the plan out with timers (never a blocked thread); a
+//! message transport can reuse the same plan for a reply message.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue};
+use rand_distr::Distribution;
+
+/// WireMock's `delayDistribution`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DelayDistribution {
+    /// `median * e^(sigma * N(0,1))`, capped at `max` when given.
+    LogNormal {
+        median: f64,
+        sigma: f64,
+        max: Option<f64>,
+    },
+    Uniform {
+        lower: u64,
+        upper: u64,
+    },
+    Fixed {
+        milliseconds: u64,
+    },
+}
+
+impl DelayDistribution {
+    pub fn sample(&self) -> Duration {
+        let mut rng = rand::rng();
+        let ms = match *self {
+            DelayDistribution::Fixed { milliseconds } => milliseconds as f64,
+            DelayDistribution::Uniform { lower, upper } => {
+                rand_distr::Uniform::new_inclusive(lower, upper)
+                    .map(|d| d.sample(&mut rng) as f64)
+                    .unwrap_or(lower as f64)
+            }
+            DelayDistribution::LogNormal { median, sigma, max } => {
+                let v = rand_distr::LogNormal::new(median.ln(), sigma)
+                    .map(|d| d.sample(&mut rng))
+                    .unwrap_or(median);
+                max.map_or(v, |m| v.min(m))
+            }
+        };
+        Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+    }
+}
+
+/// WireMock's `chunkedDribbleDelay`: the body in `chunks` pieces spread over `total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkedDribble {
+    pub chunks: u32,
+    pub total: Duration,
+}
+
+/// WireMock's `fault` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Close the connection with a TCP reset.
+    ConnectionResetByPeer,
+    /// Close the connection without sending anything.
+    EmptyResponse,
+    /// Send a `200` with a chunked body whose first chunk is garbage, then close.
+    MalformedResponseChunk,
+    /// Send random bytes, then close.
+    RandomDataThenClose,
+}
+
+impl Fault {
+    pub const NAMES: &'static [&'static str] = &[
+        "CONNECTION_RESET_BY_PEER",
+        "EMPTY_RESPONSE",
+        "MALFORMED_RESPONSE_CHUNK",
+        "RANDOM_DATA_THEN_CLOSE",
+    ];
+
+    pub fn from_name(s: &str) -> Option<Fault> {
+        Some(match s {
+            "CONNECTION_RESET_BY_PEER" => Fault::ConnectionResetByPeer,
+            "EMPTY_RESPONSE" => Fault::EmptyResponse,
+            "MALFORMED_RESPONSE_CHUNK" => Fault::MalformedResponseChunk,
+            "RANDOM_DATA_THEN_CLOSE" => Fault::RandomDataThenClose,
+            _ => return None,
+        })
+    }
+}
+
+/// `proxyBaseUrl` and its companions (WireMock's proxy stubs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxySpec {
+    /// Without a trailing `/`; the request's URL is appended.
+    pub base_url: String,
+    pub prefix_to_remove: Option<String>,
+    pub add_headers: Vec<(HeaderName, HeaderValue)>,
+    pub remove_headers: Vec<HeaderName>,
+}
+
+impl ProxySpec {
+    /// The upstream URL for a request to `url` (path and query).
+    pub fn target(&self, url: &str) -> String {
+        let url = match &self.prefix_to_remove {
+            Some(p) if !p.is_empty() => url.strip_prefix(p.as_str()).unwrap_or(url),
+            _ => url,
+        };
+        format!("{}{}", self.base_url, url)
+    }
+}
+
+/// What to answer, decided by the engine and carried out by a transport.
+#[derive(Debug, Clone)]
+pub struct ResponsePlan {
+    pub status: u16,
+    pub status_message: Option<Arc<str>>,
+    /// Shared with the mapping: building a plan copies no header.
+    pub headers: Arc<[(HeaderName, HeaderValue)]>,
+    pub body: Bytes,
+    /// Wait this long before sending anything.
+    pub delay: Duration,
+    pub dribble: Option<ChunkedDribble>,
+    pub fault: Option<Fault>,
+    /// Forward the request to a real service; the other fields are then unused
+    /// except `delay`.
+    pub proxy: Option<Arc<ProxySpec>>,
+    /// The mapping that produced this plan (`None` for the "not matched" answer).
+    pub mapping_id: Option<Arc<str>>,
+    pub mapping_name: Option<Arc<str>>,
+}
+
+/// A plain-text plan (used for reports and errors).
+pub fn text_plan(status: u16, body: String) -> ResponsePlan {
+    ResponsePlan {
+        status,
+        status_message: None,
+        headers: Arc::from(vec![(
+            HeaderName::from_static("content-type"),
+            HeaderValue::from_static("text/plain;charset=UTF-8"),
+        )]),
+        body: Bytes::from(body),
+        delay: std::time::Duration::ZERO,
+        dribble: None,
+        fault: None,
+        proxy: None,
+        mapping_id: None,
+        mapping_name: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lognormal_delays_respect_the_cap_and_centre_on_the_median() {
+        let d = DelayDistribution::LogNormal {
+            median: 50.0,
+            sigma: 0.5,
+            max: Some(120.0),
+        };
+        let mut samples: Vec<f64> = (0..4000)
+            .map(|_| d.sample().as_secs_f64() * 1000.0)
+            .collect();
+        samples.sort_by(f64::total_cmp);
+        assert!(samples.iter().all(|s| *s <= 120.0 + 1e-9));
+        let median = samples[samples.len() / 2];
+        assert!((40.0..60.0).contains(&median), "median {median}");
+    }
+
+    #[test]
+    fn uniform_delays_stay_in_bounds() {
+        let d = DelayDistribution::Uniform {
+            lower: 10,
+            upper: 20,
+        };
+        for _ in 0..1000 {
+            let ms = d.sample().as_millis();
+            assert!((10..=20).contains(&ms), "{ms}");
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! `/__admin/mappings`: stubs listed, created, edited, removed, imported, saved and
+//! found by metadata. Changes go through the store, and so through the file parser.
+
+use super::{Admin, AdminReply, AdminRequest, json};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use decoy_core::mapping::Mapping;
+use decoy_matching::pattern::{Actual, StringPattern};
+use decoy_spec::fields::FieldError;
+
+impl Admin {
+    /// `/__admin/mappings/...`; `rest` is the path after `mappings`.
+    pub(super) fn mappings_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
+        Some(match (req.method.as_str(), rest) {
+            ("GET", []) => self.list_mappings(req),
+            ("POST", []) => self.create_mapping(req),
+            ("DELETE", []) => {
+                self.store.remove_all();
+                AdminReply::ok()
+            }
+            ("POST", ["reset"]) => {
+                self.store.reset();
+                AdminReply::empty(200)
+            }
+            ("POST", ["save"]) => match self.store.save() {
+                Ok(_) => AdminReply::empty(200),
+                Err(e) => AdminReply::json(500, json::error("Save failed", &e.to_string())),
+            },
+            ("POST", ["import"]) => self.import(req),
+            ("POST", ["find-by-metadata"]) => self.find_by_metadata(req, false),
+            ("POST", ["remove-by-metadata"]) => self.find_by_metadata(req, true),
+            ("GET", ["unmatched"]) => {
+                let unmatched = self.unmatched_mappings();
+                let total = unmatched.len();
+                AdminReply::json(200, json::mappings(unmatched.iter(), total))
+            }
+            ("DELETE", ["unmatched"]) => {
+                for m in self.unmatched_mappings() {
+                    self.store.remove(&m.id);
+                }
+                AdminReply::ok()
+            }
+            ("GET", [id]) => match self.find_mapping(id) {
+                Some(m) => AdminReply::json(200, json::mapping(&m)),
+                None => AdminReply::not_found(&format!("no mapping with id {id}")),
+            },
+            ("PUT", [id]) => self.edit_mapping(req, id),
+            ("DELETE", [id]) => {
+                if self.store.remove(id) {
+                    AdminReply::ok()
+                } else {
+                    AdminReply::not_found(&format!("no mapping with id {id}"))
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn find_mapping(&self, id: &str) -> Option<Arc<Mapping>> {
+        self.engine()
+            .mappings()
+            .iter()
+            .find(|m| &*m.id == id)
+            .cloned()
+    }
+
+    fn list_mappings(&self, req: &AdminRequest) -> AdminReply {
+        let set = self.engine().mappings();
+        // WireMock lists the most recently added first.
+        let mut all: Vec<&Arc<Mapping>> = set.in_insertion_order().collect();
+        all.reverse();
+        let total = all.len();
+        let offset = req
+            .query("offset")
+            .and_then(|o| o.parse().ok())
+            .unwrap_or(0);
+        let limit = req
+            .query("limit")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(usize::MAX);
+        AdminReply::json(
+            200,
+            json::mappings(all.into_iter().skip(offset).take(limit), total),
+        )
+    }
+
+    /// Parses a stub posted to the API, giving it a fresh random id when it has none
+    /// (as WireMock does), and validating it exactly like a file.
+    fn parse_api_mapping(
+        &self,
+        mut v: Value,
+        forced_id: Option<&str>,
+    ) -> Result<Mapping, AdminReply> {
+        if let Value::Object(obj) = &mut v {
+            if let Some(id) = forced_id {
+                obj.insert("id".into(), Value::String(id.to_owned()));
+            } else if !obj.contains_key("id") {
+                let id = obj
+                    .get("uuid")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                obj.insert("id".into(), Value::String(id));
+            }
+            obj.remove("uuid");
+        }
+        let mut warnings = Vec::new();
+        let parsed = Mapping::parse(&v, self.store.context(), None, &mut warnings);
+        for w in &warnings {
+            tracing::warn!("admin API mapping: {w}");
+        }
+        parsed.map_err(|errs| AdminReply::json(422, json::errors(&errs)))
+    }
+
+    fn create_mapping(&self, req: &AdminRequest) -> AdminReply {
+        let v = match req.json_body() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        match self.parse_api_mapping(v, None) {
+            Ok(m) => {
+                let m = self.store.upsert(m);
+                AdminReply::json(201, json::mapping(&m))
+            }
+            Err(r) => r,
+        }
+    }
+
+    fn edit_mapping(&self, req: &AdminRequest, id: &str) -> AdminReply {
+        if self.find_mapping(id).is_none() {
+            return AdminReply::not_found(&format!("no mapping with id {id}"));
+        }
+        let v = match req.json_body() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        match self.parse_api_mapping(v, Some(id)) {
+            Ok(m) => {
+                let m = self.store.upsert(m);
+                AdminReply::json(200, json::mapping(&m))
+            }
+            Err(r) => r,
+        }
+    }
+
+    fn import(&self, req: &AdminRequest) -> AdminReply {
+        let v = match req.json_body() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let Some(list) = v.get("mappings").and_then(Value::as_array) else {
+            return AdminReply::json(
+                422,
+                json::error("Error parsing JSON", "expected {\"mappings\": [...]}"),
+            );
+        };
+        let options = v.get("importOptions");
+        let policy = options
+            .and_then(|o| o.get("duplicatePolicy"))
+            .and_then(Value::as_str)
+            .unwrap_or("OVERWRITE");
+        if policy != "OVERWRITE" && policy != "IGNORE" {
+            return AdminReply::json(
+                422,
+                json::error(
+                    "Error parsing JSON",
+                    "duplicatePolicy must be OVERWRITE or IGNORE",
+                ),
+            );
+        }
+        let delete_others = options
+            .and_then(|o| o.get("deleteAllNotInImport"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        // Validate everything first: an import with a bad stub changes nothing.
+        let mut parsed = Vec::new();
+        let mut errors: Vec<FieldError> = Vec::new();
+        for (i, item) in list.iter().enumerate() {
+            match self.parse_api_mapping(item.clone(), None) {
+                Ok(m) => parsed.push(m),
+                Err(_) => {
+                    let errs = Mapping::parse(item, self.store.context(), None, &mut Vec::new())
+                        .err()
+                        .unwrap_or_default();
+                    errors.extend(
+                        errs.into_iter().map(|e| {
+                            FieldError::new(format!("mappings[{i}].{}", e.path), e.reason)
+                        }),
+                    );
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return AdminReply::json(422, json::errors(&errors));
+        }
+        let existing: std::collections::HashSet<Arc<str>> = self
+            .engine()
+            .mappings()
+            .iter()
+            .map(|m| m.id.clone())
+            .collect();
+        let imported: std::collections::HashSet<Arc<str>> =
+            parsed.iter().map(|m| m.id.clone()).collect();
+        if delete_others {
+            for id in existing.difference(&imported) {
+                self.store.remove(id);
+            }
+        }
+        for m in parsed {
+            if policy == "IGNORE" && existing.contains(&m.id) {
+                continue;
+            }
+            self.store.upsert(m);
+        }
+        AdminReply::empty(200)
+    }
+
+    fn find_by_metadata(&self, req: &AdminRequest, remove: bool) -> AdminReply {
+        let v = match req.json_body() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let pattern = match StringPattern::parse(&v, "") {
+            Ok(p) => p,
+            Err(e) => return AdminReply::json(422, json::errors(&[e])),
+        };
+        let set = self.engine().mappings();
+        let found: Vec<Arc<Mapping>> = set
+            .in_insertion_order()
+            .filter(|m| {
+                let meta = serde_json::from_str::<Value>(&m.json)
+                    .ok()
+                    .and_then(|v| v.get("metadata").cloned());
+                meta.is_some_and(|meta| {
+                    let text = meta.to_string();
+                    pattern.matches(&Actual::new(&text))
+                })
+            })
+            .cloned()
+            .collect();
+        if remove {
+            for m in &found {
+                self.store.remove(&m.id);
+            }
+            return AdminReply::ok();
+        }
+        let total = found.len();
+        AdminReply::json(200, json::mappings(found.iter(), total))
+    }
+
+    fn unmatched_mappings(&self) -> Vec<Arc<Mapping>> {
+        let set = self.engine().mappings();
+        let hit: std::collections::HashSet<Arc<str>> = self
+            .journal
+            .newest_first()
+            .iter()
+            .filter_map(|e| e.mapping.as_ref().map(|m| m.id.clone()))
+            .collect();
+        set.in_insertion_order()
+            .filter(|m| !hit.contains(&m.id))
+            .cloned()
+            .collect()
+    }
+}

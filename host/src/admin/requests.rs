@@ -1,0 +1,182 @@
+//! `/__admin/requests` and `/__admin/near-misses`: the request journal, queried,
+//! counted and cleared, and the closest stubs for a request.
+
+use super::{Admin, AdminReply, AdminRequest, json};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::{score, snapshot_from_logged};
+use decoy_core::journal::ServeEvent;
+use decoy_core::mapping::Mapping;
+use decoy_matching::request_pattern::RequestPattern;
+use decoy_spec::request::RequestSnapshot;
+
+impl Admin {
+    /// `/__admin/requests/...`; `rest` is the path after `requests`.
+    pub(super) fn requests_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
+        Some(match (req.method.as_str(), rest) {
+                ("GET", []) => self.list_requests(req),
+                ("DELETE", []) | ("POST", ["reset"]) => {
+                    self.journal.clear();
+                    AdminReply::ok()
+                }
+                ("POST", ["count"]) => {
+                    let disabled = !self.journal.enabled();
+                    self.with_pattern(req, |events| json!({ "count": events.len(), "requestJournalDisabled": disabled }))
+                }
+                ("POST", ["find"]) => self.with_pattern(req, |events| {
+                    json!({ "requests": events.iter().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": false })
+                }),
+                ("POST", ["remove"]) => match self.parse_pattern(req) {
+                    Ok(p) => {
+                        let gone = self.journal.remove_where(|e| p.matches(&e.request));
+                        AdminReply::json(200, json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }))
+                    }
+                    Err(r) => r,
+                },
+                ("GET", ["unmatched"]) => {
+                    let events: Vec<_> = self.journal.newest_first().into_iter().filter(|e| !e.was_matched()).collect();
+                    AdminReply::json(200, json!({ "requests": events.iter().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": !self.journal.enabled() }))
+                }
+                ("GET", ["unmatched", "near-misses"]) => {
+                    let mut misses = Vec::new();
+                    for e in self.journal.newest_first().into_iter().filter(|e| !e.was_matched()) {
+                        misses.extend(self.near_misses_for(&e.request, Some(&e)));
+                    }
+                    AdminReply::json(200, json!({ "nearMisses": misses }))
+                }
+                ("GET", [id]) => match self.journal.get(id) {
+                    Some(e) => AdminReply::json(200, json::serve_event(&e)),
+                    None => AdminReply::not_found(&format!("no request with id {id}")),
+                },
+                ("DELETE", [id]) => {
+                    self.journal.remove_by_id(id);
+                    AdminReply::ok()
+                }
+            _ => return None,
+        })
+    }
+
+    /// `/__admin/near-misses/...`.
+    pub(super) fn near_misses_route(
+        &self,
+        req: &AdminRequest,
+        rest: &[&str],
+    ) -> Option<AdminReply> {
+        Some(match (req.method.as_str(), rest) {
+            ("POST", ["request"]) => match req.json_body() {
+                Ok(v) => match snapshot_from_logged(&v) {
+                    Some(snap) => AdminReply::json(
+                        200,
+                        json!({ "nearMisses": self.near_misses_for(&snap, None) }),
+                    ),
+                    None => {
+                        AdminReply::bad_request("expected a logged request with at least \"url\"")
+                    }
+                },
+                Err(r) => r,
+            },
+            ("POST", ["request-pattern"]) => match self.parse_pattern(req) {
+                Ok(p) => {
+                    let mut scored: Vec<(f64, Value)> = self
+                            .journal
+                            .newest_first()
+                            .iter()
+                            .map(|e| {
+                                let lines = p.diagnose(&e.request);
+                                (score(&lines), json!({
+                                    "request": json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
+                                    "requestPattern": req.json_body().unwrap_or_default(),
+                                    "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": score(&lines) },
+                                }))
+                            })
+                            .collect();
+                    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    AdminReply::json(
+                        200,
+                        json!({ "nearMisses": scored.into_iter().take(3).map(|s| s.1).collect::<Vec<_>>() }),
+                    )
+                }
+                Err(r) => r,
+            },
+            _ => return None,
+        })
+    }
+
+    fn list_requests(&self, req: &AdminRequest) -> AdminReply {
+        let mut events = self.journal.newest_first();
+        if req.query("unmatched") == Some("true") {
+            events.retain(|e| !e.was_matched());
+        }
+        if let Some(since) = req
+            .query("since")
+            .and_then(decoy_matching::date::parse_date_time)
+        {
+            events.retain(|e| chrono::DateTime::<chrono::Utc>::from(e.logged_at) > since);
+        }
+        let total = events.len();
+        if let Some(limit) = req.query("limit").and_then(|l| l.parse().ok()) {
+            events.truncate(limit);
+        }
+        AdminReply::json(
+            200,
+            json!({
+                "requests": events.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>(),
+                "meta": { "total": total },
+                "requestJournalDisabled": !self.journal.enabled(),
+            }),
+        )
+    }
+
+    fn parse_pattern(&self, req: &AdminRequest) -> Result<RequestPattern, AdminReply> {
+        let v = req.json_body()?;
+        RequestPattern::parse(&v, "", &mut Vec::new())
+            .map_err(|e| AdminReply::json(422, json::errors(&[e])))
+    }
+
+    fn with_pattern(
+        &self,
+        req: &AdminRequest,
+        render: impl Fn(&[Arc<ServeEvent>]) -> Value,
+    ) -> AdminReply {
+        match self.parse_pattern(req) {
+            Ok(p) => {
+                let events: Vec<_> = self
+                    .journal
+                    .newest_first()
+                    .into_iter()
+                    .filter(|e| p.matches(&e.request))
+                    .collect();
+                AdminReply::json(200, render(&events))
+            }
+            Err(r) => r,
+        }
+    }
+
+    /// The three stubs closest to `snap`, as WireMock's near-miss list.
+    fn near_misses_for(&self, snap: &RequestSnapshot, event: Option<&ServeEvent>) -> Vec<Value> {
+        let set = self.engine().mappings();
+        let mut scored: Vec<(f64, &Arc<Mapping>)> = set
+            .iter()
+            .map(|m| (score(&m.request.diagnose(snap)), m))
+            .collect();
+        scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let logged = match event {
+            Some(e) => json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
+            None => json::logged_request(snap, SystemTime::now(), "HTTP/1.1", 0),
+        };
+        scored
+            .into_iter()
+            .take(3)
+            .map(|(distance, m)| {
+                json!({
+                    "request": logged.clone(),
+                    "stubMapping": json::mapping(m),
+                    "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": distance },
+                })
+            })
+            .collect()
+    }
+}

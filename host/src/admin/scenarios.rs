@@ -1,0 +1,87 @@
+//! `/__admin/scenarios`: scenario states listed, reset and set.
+
+use super::{Admin, AdminReply, AdminRequest, json};
+use serde_json::Value;
+
+use decoy_core::engine::STARTED;
+
+impl Admin {
+    /// `/__admin/scenarios/...`.
+    pub(super) fn scenarios_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
+        Some(match (req.method.as_str(), rest) {
+            ("GET", []) => AdminReply::json(200, self.scenarios()),
+            ("POST", ["reset"]) => {
+                self.engine().reset_scenarios();
+                AdminReply::ok()
+            }
+            ("PUT", [name, "state"]) => self.set_scenario(req, name),
+            ("POST", [name, "state"]) => self.set_scenario(req, name),
+            _ => return None,
+        })
+    }
+
+    fn scenarios(&self) -> Value {
+        let set = self.engine().mappings();
+        let mut by_name: std::collections::BTreeMap<&str, (Vec<&str>, Vec<Value>)> =
+            Default::default();
+        for m in set.in_insertion_order() {
+            if let Some(s) = &m.scenario {
+                let entry = by_name.entry(s.name.as_str()).or_default();
+                for st in [
+                    Some(STARTED),
+                    s.required_state.as_deref(),
+                    s.new_state.as_deref(),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    if !entry.0.contains(&st) {
+                        entry.0.push(st);
+                    }
+                }
+                entry.1.push(json::mapping(m));
+            }
+        }
+        let list: Vec<Value> = by_name
+            .into_iter()
+            .map(|(name, (states, mappings))| {
+                json!({
+                    "id": name,
+                    "name": name,
+                    "state": self.engine().scenario_state(name),
+                    "possibleStates": states,
+                    "mappings": mappings,
+                })
+            })
+            .collect();
+        json!({ "scenarios": list })
+    }
+
+    fn set_scenario(&self, req: &AdminRequest, name: &str) -> AdminReply {
+        let v = match req.json_body() {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let exists = self
+            .engine()
+            .mappings()
+            .iter()
+            .any(|m| m.scenario.as_ref().is_some_and(|s| s.name == name));
+        if !exists {
+            return AdminReply::json(
+                404,
+                json!({ "errors": [ { "code": 404, "title": format!("Scenario {name} does not exist") } ] }),
+            );
+        }
+        match v.get("state").and_then(Value::as_str) {
+            Some(state) => {
+                self.engine().set_scenario_state(name, state);
+                AdminReply::ok()
+            }
+            None => {
+                self.engine().set_scenario_state(name, STARTED);
+                AdminReply::ok()
+            }
+        }
+    }
+}
