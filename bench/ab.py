@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Two decoy builds side by side: throughput, memory and start-up, interleaved.
+
+    python3 bench/ab.py --a OLD_DECOY --b NEW_DECOY [--rounds 3] [--duration 8] [--json FILE]
+
+For a change that should not move the figures (a refactor) or should improve them
+(memory, start-up), both builds are measured in the same run, round by round in
+turn (A, B, A, B, ...), on the same generated roots, so the machine's drift hits
+both alike; the medians and their ratio (B / A) are printed. Scenarios:
+
+- static: one stub, `wrk -t2 -c64`;
+- stubs-10 / stubs-10000: requests spread over 10 or 10,000 stubs (bench.py's mix
+  of exact, regex and template URLs), and their ratio (the "10,000 stubs spread
+  >= 0.9x of 10" target);
+- rss-10000: peak RSS (VmHWM) after that load, journal on (the default);
+- start-10000: spawn to first answered request with 10,000 one-stub files.
+
+All load is on 127.0.0.1 and bounded by wrk's duration. Needs wrk.
+"""
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench  # noqa: E402  (the shared helpers: roots, wrk, servers)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True, help="the build before the change")
+    ap.add_argument("--b", required=True, help="the build after the change")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=8)
+    ap.add_argument("--starts", type=int, default=7, help="start-up samples per build")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    base = pathlib.Path(tempfile.mkdtemp(prefix="decoy-ab-"))
+    probe = {"request": {"urlPath": "/__probe"}, "response": {"status": 200}}
+    static = {"request": {"method": "GET", "url": "/static"},
+              "response": {"status": 200, "headers": {"Content-Type": "text/plain"}, "body": "hello"}}
+    roots = {"static": bench.make_root(base, "static", [static, probe])}
+    for n in (10, 10000):
+        roots[n] = bench.make_root(base, f"stubs-{n}", [bench.stub(i) for i in range(n)] + [probe])
+    scripts = {n: bench.lua_spread(base, n) for n in (10, 10000)}
+    builds = {"A": args.a, "B": args.b}
+    res = {k: {"static": [], "stubs-10": [], "stubs-10000": [], "rss-10000": [], "start-10000": []} for k in builds}
+
+    def load(label, exe, root, **kw):
+        s = bench.decoy(root, bench.free_port(), exe=exe)
+        try:
+            s.start()
+            bench.wrk(s.port, duration=2, **kw)
+            r = bench.wrk(s.port, duration=args.duration, **kw)
+            return r, s.rss_mib()
+        finally:
+            s.stop()
+
+    for rnd in range(args.rounds):
+        for k, exe in builds.items():
+            r, _ = load("static", exe, roots["static"], path="/static")
+            res[k]["static"].append(r["rps"])
+            r, _ = load("stubs-10", exe, roots[10], script=scripts[10])
+            res[k]["stubs-10"].append(r["rps"])
+            r, rss = load("stubs-10000", exe, roots[10000], script=scripts[10000])
+            res[k]["stubs-10000"].append(r["rps"])
+            res[k]["rss-10000"].append(rss)
+            print(f"round {rnd + 1} {k}: static {res[k]['static'][-1]:.0f}, 10 spread {res[k]['stubs-10'][-1]:.0f}, "
+                  f"10,000 spread {res[k]['stubs-10000'][-1]:.0f} req/s, RSS {rss:.1f} MiB", flush=True)
+    for _ in range(args.starts):
+        for k, exe in builds.items():
+            s = bench.decoy(roots[10000], bench.free_port(), exe=exe)
+            try:
+                s.start()
+                res[k]["start-10000"].append(s.first_answer_ms)
+            finally:
+                s.stop()
+
+    med = {k: {m: statistics.median(v) for m, v in r.items()} for k, r in res.items()}
+    for k in builds:
+        med[k]["spread-ratio"] = med[k]["stubs-10000"] / med[k]["stubs-10"]
+    print()
+    print("| figure | A (before) | B (after) | B / A |")
+    print("|---|---:|---:|---:|")
+    rows = [("static req/s", "static", "{:,.0f}"), ("10 stubs spread req/s", "stubs-10", "{:,.0f}"),
+            ("10,000 stubs spread req/s", "stubs-10000", "{:,.0f}"),
+            ("10,000 spread / 10 spread", "spread-ratio", "{:.2f}x"),
+            ("RSS with 10,000 stubs, journal on (MiB)", "rss-10000", "{:.1f}"),
+            ("first answer after start, 10,000 stubs (ms)", "start-10000", "{:.0f}")]
+    for name, key, fmt in rows:
+        a, b = med["A"][key], med["B"][key]
+        print(f"| {name} | {fmt.format(a)} | {fmt.format(b)} | {b / a:.2f}x |")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"samples": res, "medians": med}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
