@@ -20,7 +20,7 @@ use handlebars::template::{HelperTemplate, Parameter, TemplateElement};
 use handlebars::{Path, PathSeg, Template};
 use serde_json::{Map, Value};
 
-use crate::helpers::{self, Fun};
+use crate::helpers::{self, Spec};
 
 /// A template made of text and request fields.
 #[derive(Debug)]
@@ -31,8 +31,7 @@ enum Piece {
     Text(String),
     Field(Field),
     Helper {
-        name: &'static str,
-        fun: Fun,
+        spec: &'static Spec,
         params: Vec<Arg>,
         hash: Map<String, Value>,
     },
@@ -93,12 +92,7 @@ impl Direct {
                         out.push_str(&v);
                     }
                 }
-                Piece::Helper {
-                    name,
-                    fun,
-                    params,
-                    hash,
-                } => {
+                Piece::Helper { spec, params, hash } => {
                     let params: Vec<Value> = params
                         .iter()
                         .map(|a| match a {
@@ -106,9 +100,9 @@ impl Direct {
                             Arg::Field(f) => json_value(f, req),
                         })
                         .collect();
-                    let v = helpers::run(name, *fun, &params, hash)
+                    let v = helpers::run(spec, &params, hash)
                         .map_err(|e| Error(format!("template failed: {e}")))?;
-                    out.push_str(&helpers::to_text(&v));
+                    out.push_str(&helpers::text_of(spec.kind, &v));
                 }
             }
         }
@@ -126,8 +120,36 @@ fn expression(ht: &HelperTemplate) -> Option<Piece> {
         Parameter::Path(Path::Relative((_, raw))) => raw.as_str(),
         _ => return None,
     };
-    if let Some((name, fun)) = helpers::simple(name) {
+    if name == helpers::VALUE {
+        // `{{path}}`, compiled as a call to the value helper.
+        let [p] = ht.params.as_slice() else {
+            return None;
+        };
+        return Some(Piece::Field(path_field(p)?));
+    }
+    if let Some(spec) = helpers::simple(name) {
+        // A helper that sets a variable changes what later parts see.
+        let sets_variable = match spec.name {
+            "regexExtract" => ht.params.len() > 2,
+            "parseJson" | "formData" => ht.params.len() > 1,
+            "val" => ht.hash.contains_key("assign"),
+            _ => spec.assigns,
+        };
+        if sets_variable {
+            return None;
+        }
         let params = ht.params.iter().map(arg).collect::<Option<Vec<_>>>()?;
+        // A helper that takes a multi-valued field whole is left to Handlebars.
+        if spec.lists
+            && params.iter().any(|a| {
+                matches!(
+                    a,
+                    Arg::Field(Field::Query(_) | Field::Header(_) | Field::Cookie(_))
+                )
+            })
+        {
+            return None;
+        }
         let mut hash = Map::new();
         for (k, v) in &ht.hash {
             let Parameter::Literal(v) = v else {
@@ -135,12 +157,7 @@ fn expression(ht: &HelperTemplate) -> Option<Piece> {
             };
             hash.insert(k.clone(), v.clone());
         }
-        return Some(Piece::Helper {
-            name,
-            fun,
-            params,
-            hash,
-        });
+        return Some(Piece::Helper { spec, params, hash });
     }
     if !ht.params.is_empty() || !ht.hash.is_empty() {
         return None;

@@ -186,10 +186,13 @@ const FIELDS: &[&str] = &[
     "pathSegments",
     "pathParams",
     "query",
-    "queryAll",
+    "queryLast",
     "headers",
-    "headersAll",
+    "headersLast",
     "cookies",
+    "cookiesLast",
+    "id",
+    "isMultipart",
     "method",
     "body",
     "bodyAsBase64",
@@ -269,10 +272,49 @@ pub fn registry() -> &'static Handlebars<'static> {
 /// Compiles `text` after rewriting WireMock-only paths into this model's names.
 pub fn compile(text: &str) -> Result<Template, Error> {
     let text = rewrite_paths(text);
-    Template::compile(&text).map_err(|e| Error(format!("bad template: {e}")))
+    let mut t = Template::compile(&text).map_err(|e| Error(format!("bad template: {e}")))?;
+    values_through_helper(&mut t);
+    Ok(t)
+}
+
+/// Makes each plain value expression (`{{request.query.tag}}`, `{{this}}`) a call
+/// to [`helpers::VALUE`], which writes it as WireMock does: a multi-valued field as
+/// its first value, a list or map as Java prints it. Names of helpers are left.
+fn values_through_helper(t: &mut Template) {
+    use handlebars::template::{Parameter, TemplateElement};
+    for e in &mut t.elements {
+        match e {
+            TemplateElement::Expression(ht) | TemplateElement::HtmlExpression(ht) => {
+                let is_value = ht.params.is_empty()
+                    && ht.hash.is_empty()
+                    && !ht.block
+                    && match &ht.name {
+                        Parameter::Path(handlebars::Path::Relative((_, raw))) => {
+                            !helpers::is_helper(raw)
+                        }
+                        _ => false,
+                    };
+                if is_value {
+                    let path =
+                        std::mem::replace(&mut ht.name, Parameter::Name(helpers::VALUE.into()));
+                    ht.params.push(path);
+                }
+            }
+            TemplateElement::HelperBlock(ht) => {
+                if let Some(t) = &mut ht.template {
+                    values_through_helper(t);
+                }
+                if let Some(t) = &mut ht.inverse {
+                    values_through_helper(t);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 pub fn render(template: &Template, ctx: &handlebars::Context) -> Result<String, Error> {
+    helpers::reset_vars();
     let reg = registry();
     let mut rc = handlebars::RenderContext::new(None);
     let mut out = handlebars::StringOutput::new();
@@ -300,18 +342,19 @@ pub fn render_str(text: &str, model: &Value) -> Result<String, Error> {
 /// templates are rewritten before compiling:
 /// - `request.path.[0]` → `request.pathSegments.[0]`, `request.path.id` → `request.pathParams.id`
 /// - `request.headers.Content-Type` → `request.headers.[content-type]`
-/// - `request.query.a.[1]` → `request.queryAll.a.[1]` (and `headersAll` likewise)
+/// - `request.query.a.first` → `request.query.a.[0]`, `.last` → `request.queryLast.a`
+///   (and headers and cookies likewise)
 /// - `request.requestLine.x` → `request.x` (WireMock 2's older names)
 pub fn rewrite_paths(text: &str) -> String {
-    static RULES: OnceLock<[regex::Regex; 5]> = OnceLock::new();
-    let [line, hdr_idx, hdr, query_idx, path] = RULES.get_or_init(|| {
+    static RULES: OnceLock<[regex::Regex; 4]> = OnceLock::new();
+    let [line, hdr, ends, path] = RULES.get_or_init(|| {
         [
             regex::Regex::new(r"request\.requestLine\.").expect("valid"),
-            regex::Regex::new(r"request\.headers\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)\.\[(\d+)\]")
-                .expect("valid"),
             regex::Regex::new(r"request\.headers\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)").expect("valid"),
-            regex::Regex::new(r"request\.query\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)\.\[(\d+)\]")
-                .expect("valid"),
+            regex::Regex::new(
+                r"request\.(query|headers|cookies)\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)\.(first|last)\b",
+            )
+            .expect("valid"),
             regex::Regex::new(r"request\.path\.(\[\d+\]|[A-Za-z_][A-Za-z0-9_\-]*)").expect("valid"),
         ]
     });
@@ -321,13 +364,13 @@ pub fn rewrite_paths(text: &str) -> String {
             .to_ascii_lowercase()
     };
     let t = line.replace_all(text, "request.");
-    let t = hdr_idx.replace_all(&t, |c: &regex::Captures| {
-        format!("request.headersAll.[{}].[{}]", bare(&c[1]), &c[2])
-    });
     let t = hdr.replace_all(&t, |c: &regex::Captures| {
         format!("request.headers.[{}]", bare(&c[1]))
     });
-    let t = query_idx.replace_all(&t, "request.queryAll.$1.[$2]");
+    let t = ends.replace_all(&t, |c: &regex::Captures| match &c[3] {
+        "first" => format!("request.{}.{}.[0]", &c[1], &c[2]),
+        _ => format!("request.{}Last.{}", &c[1], &c[2]),
+    });
     let t = path.replace_all(&t, |c: &regex::Captures| {
         let seg = &c[1];
         if seg.starts_with('[') {
@@ -339,12 +382,12 @@ pub fn rewrite_paths(text: &str) -> String {
     t.into_owned()
 }
 
-fn first_values(
-    fields: &[(String, String)],
-    lower: bool,
-) -> (Map<String, Value>, Map<String, Value>) {
+/// Fields by name: the first value (path parameters), every value (WireMock's
+/// list-or-single values) and the last value.
+fn field_values(fields: &[(String, String)], lower: bool) -> [Map<String, Value>; 3] {
     let mut first = Map::new();
     let mut all: Map<String, Value> = Map::new();
+    let mut last = Map::new();
     for (k, v) in fields {
         let k = if lower {
             k.to_ascii_lowercase()
@@ -354,12 +397,12 @@ fn first_values(
         first
             .entry(k.clone())
             .or_insert_with(|| Value::String(v.clone()));
-        match all.entry(k).or_insert_with(|| Value::Array(Vec::new())) {
-            Value::Array(a) => a.push(Value::String(v.clone())),
-            _ => unreachable!("only arrays are inserted"),
+        last.insert(k.clone(), Value::String(v.clone()));
+        if let Value::Array(a) = all.entry(k).or_insert_with(|| Value::Array(Vec::new())) {
+            a.push(Value::String(v.clone()));
         }
     }
-    (first, all)
+    [first, all, last]
 }
 
 /// `request.scheme`, `request.host` and `request.port` from `request.baseUrl`.
@@ -402,21 +445,26 @@ pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
                         .collect(),
                 )
             });
-            put("pathParams", &|| {
-                Value::Object(first_values(&h.path_parameters, false).0)
-            });
-            put("query", &|| Value::Object(first_values(&h.query, false).0));
-            put("queryAll", &|| {
-                Value::Object(first_values(&h.query, false).1)
-            });
-            put("headers", &|| {
-                Value::Object(first_values(&h.headers, true).0)
-            });
-            put("headersAll", &|| {
-                Value::Object(first_values(&h.headers, true).1)
-            });
-            put("cookies", &|| {
-                Value::Object(first_values(&h.cookies, false).0)
+            let [params, _, _] = field_values(&h.path_parameters, false);
+            put("pathParams", &|| Value::Object(params.clone()));
+            let list = |f: &[(String, String)], lower: bool, i: usize| {
+                let [a, b, c] = field_values(f, lower);
+                Value::Object([a, b, c].into_iter().nth(i).unwrap_or_default())
+            };
+            put("query", &|| list(&h.query, false, 1));
+            put("queryLast", &|| list(&h.query, false, 2));
+            put("headers", &|| list(&h.headers, true, 1));
+            put("headersLast", &|| list(&h.headers, true, 2));
+            put("cookies", &|| list(&h.cookies, false, 1));
+            put("cookiesLast", &|| list(&h.cookies, false, 2));
+            put("id", &|| json!(uuid::Uuid::new_v4().to_string()));
+            put("isMultipart", &|| {
+                json!(
+                    h.headers
+                        .iter()
+                        .any(|(k, v)| k.eq_ignore_ascii_case("content-type")
+                            && v.to_ascii_lowercase().starts_with("multipart/"))
+                )
             });
             put("method", &|| json!(h.method));
             put("body", &|| json!(String::from_utf8_lossy(&h.body)));
@@ -434,10 +482,10 @@ pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
             put("messageId", &|| json!(q.message_id));
             put("correlationId", &|| json!(q.correlation_id));
             put("headers", &|| {
-                Value::Object(first_values(&q.properties, true).0)
+                Value::Object(field_values(&q.properties, true)[1].clone())
             });
-            put("headersAll", &|| {
-                Value::Object(first_values(&q.properties, true).1)
+            put("headersLast", &|| {
+                Value::Object(field_values(&q.properties, true)[2].clone())
             });
             put("query", &|| json!({}));
             put("cookies", &|| json!({}));

@@ -81,7 +81,20 @@ fn request_model_matches_wiremocks_names() {
 fn json_and_xml_helpers() {
     assert_eq!(r("{{jsonPath request.body '$.name'}}"), "Ada");
     assert_eq!(r("{{jsonPath request.body '$.total'}}"), "12.5");
-    assert_eq!(r("{{{jsonPath request.body '$.items[0]'}}}"), r#"{"id":1}"#);
+    // An object as Jackson's pretty printer writes it, a list as compact JSON.
+    assert_eq!(
+        r("{{{jsonPath request.body '$.items[0]'}}}"),
+        "{\n  \"id\" : 1\n}"
+    );
+    assert_eq!(
+        r("{{jsonPath request.body '$.items'}}"),
+        r#"[{"id":1},{"id":2}]"#
+    );
+    assert_eq!(r("{{jsonPath request.body '$.items.length()'}}"), "2");
+    assert_eq!(
+        r("{{jsonPath request.body '$.items[?(@.id > 1)].id'}}"),
+        "[2]"
+    );
     assert_eq!(
         r("{{#each (jsonPath request.body '$.items')}}[{{id}}]{{/each}}"),
         "[1][2]"
@@ -94,7 +107,7 @@ fn json_and_xml_helpers() {
         r("{{#with (parseJson request.body)}}{{name}}{{/with}}"),
         "Ada"
     );
-    assert_eq!(r("{{{toJson (array 1 'a')}}}"), r#"[1,"a"]"#);
+    assert_eq!(r("{{{toJson (array 1 'a')}}}"), r#"[ 1, "a" ]"#);
     let soap = http(
         "POST",
         "/soap",
@@ -138,10 +151,7 @@ fn string_number_and_logic_helpers() {
         r("[{{trim '  x '}}]{{substring 'abcdef' 1 3}}{{replace 'a-b' '-' '+'}}"),
         "[x]bca+b"
     );
-    assert_eq!(
-        r("{{#each (split 'a,b' ',')}}({{this}}){{/each}}"),
-        "(a)(b)"
-    );
+    assert_eq!(r("{{#each (array 'a' 'b')}}({{this}}){{/each}}"), "(a)(b)");
     assert_eq!(
         r("{{{base64 'hi'}}} {{base64 'aGk=' decode=true}}"),
         "aGk= hi"
@@ -152,22 +162,26 @@ fn string_number_and_logic_helpers() {
     );
     assert_eq!(r("{{regexExtract 'order-123' '[0-9]+'}}"), "123");
     assert_eq!(
-        r("{{#with (regexExtract 'ab-12' '([a-z]+)-([0-9]+)' 'parts')}}{{this.[1]}}{{/with}}"),
+        r("{{regexExtract 'ab-12' '([a-z]+)-([0-9]+)' 'parts'}}{{parts.[1]}}"),
         "12"
     );
     assert_eq!(
-        r("{{math 1 '+' 2}} {{math 7 '/' 2}} {{math 2.5 '*' 2}}"),
-        "3 3.5 5"
+        r("{{math 1 '+' 2}} {{math 7 '/' 2}} {{math 2.5 '*' 2}} {{math 10.0 '/' 4}}"),
+        "3 4 5.0 2.5"
     );
     assert_eq!(r("{{size 'abc'}} {{size (array 1 2)}}"), "3 2");
     assert_eq!(r("{{#each (range 1 3)}}{{this}}{{/each}}"), "123");
-    assert_eq!(r("{{join ',' (array 1 2 3)}}"), "1,2,3");
+    assert_eq!(r("{{join (array 1 2 3) ','}}"), "1,2,3");
+    assert_eq!(r("{{arrayJoin ',' (array 1 2 3)}}"), "1,2,3");
     assert_eq!(
-        r("{{#if (eq request.query.status 'open')}}yes{{else}}no{{/if}}"),
-        "yes"
+        // A query value is a list: WireMock 3.13 compares it unequal to a string.
+        r(
+            "{{#if (eq request.query.status 'open')}}yes{{else}}no{{/if}} {{#if (eq request.query.status.first 'open')}}yes{{/if}}"
+        ),
+        "no yes"
     );
     assert_eq!(r("{{#if (and (gt 3 2) (not (lt 3 2)))}}ok{{/if}}"), "ok");
-    assert_eq!(r("{{#if (ne request.method 'GET')}}post{{/if}}"), "post");
+    assert_eq!(r("{{#if (neq request.method 'GET')}}post{{/if}}"), "post");
 }
 
 #[test]
@@ -198,11 +212,26 @@ fn random_and_date_helpers() {
 
 #[test]
 fn failures_are_errors_not_panics() {
-    let model = json!({"request": {"body": "not json"}});
-    let e = render_str("{{jsonPath request.body '$.a'}}", &model).unwrap_err();
-    assert!(e.0.contains("jsonPath") && e.0.contains("not JSON"), "{e}");
+    // As WireMock: some failures are an inline text, others fail the response.
+    let model = json!({"request": {"body": "{not json"}});
+    assert_eq!(
+        render_str("{{jsonPath request.body '$.a'}}", &model).unwrap(),
+        "[ERROR: {not json is not valid JSON]"
+    );
+    let text = json!({"request": {"body": "plain text"}});
+    assert_eq!(
+        render_str("{{jsonPath request.body '$.a'}}", &text).unwrap(),
+        ""
+    );
     assert!(compile("{{#if}}").is_err());
     assert!(render_str("{{math 1 '/' 0}}", &json!({})).is_err());
+    assert!(render_str("{{parseJson 'bad'}}", &json!({})).is_err());
+    assert!(render_str("{{nope 1}}", &json!({})).is_err());
+    assert_eq!(render_str("[{{nope}}]", &json!({})).unwrap(), "[]");
+    assert_eq!(
+        render_str("{{math 1 '^' 2}}", &json!({})).unwrap(),
+        "[ERROR: ^ is not a valid mathematical operator]"
+    );
 }
 
 #[test]
@@ -314,8 +343,12 @@ fn direct_rendering_gives_what_handlebars_gives() {
         "{{substring request.path 1 3}}",
         "{{base64 request.method}} {{urlEncode request.url}}",
         "{{regexExtract request.url '[0-9]+'}}",
-        "{{capitalize request.headers.X-Trace}} {{size request.query.tag}}",
+        "{{capitalize request.headers.X-Trace}} {{upper request.query.tag}}",
         "{{pickRandom 'only'}}",
+        "{{jsonPath request.body '$'}} {{jsonPath request.body '$.a.length()'}}",
+        "{{toJson request.body}} {{formatJson request.body}}",
+        "{{math request.port '/' 7}} {{abbreviate request.url 5}}",
+        "{{stringFormat '%s!' request.method}} {{replace request.path '/' '-'}}",
     ];
     for template in templates.iter().chain(&helper_templates) {
         let compiled = compile(template).unwrap();
@@ -336,7 +369,11 @@ fn direct_rendering_gives_what_handlebars_gives() {
         "{{request.query}}",
         "{{request.pathSegments}}",
         "{{request.pathSegments.x}}",
-        "{{request.headersAll.[x-trace].[0]}}",
+        "{{size request.query.tag}}",
+        "{{join request.query.tag ','}}",
+        "{{regexExtract request.url '([0-9]+)' 'n'}}{{n}}",
+        "{{val request.url assign='x'}}",
+        "{{#contains request.url 'a'}}y{{/contains}}",
         "{{request.query.tag.[1]}}",
         "{{request}}",
         "{{parameters.greeting}}",
@@ -399,4 +436,69 @@ fn a_direct_body_and_a_handlebars_header_in_one_response() {
     let out = ResponseTemplate::transform(&ctx, &req, resp).unwrap();
     assert_eq!(out.headers()[0].1, "static now");
     assert_eq!(out.body_text(), "id=9 trace=t-1");
+}
+
+#[test]
+fn multi_valued_fields_are_lists_written_as_their_first_value() {
+    assert_eq!(
+        r(
+            "{{request.query.tag}} {{request.query.tag.first}} {{request.query.tag.last}} {{request.query.tag.[1]}}"
+        ),
+        "a a b b"
+    );
+    assert_eq!(
+        r(
+            "{{#each request.query.tag}}<{{this}}>{{/each}} {{size request.query.tag}} {{lookup request.query.tag 1}}"
+        ),
+        "<a><b> 2 b"
+    );
+    assert_eq!(
+        r("{{upper request.query.tag}} {{eq request.query.tag 'a'}}"),
+        "A false"
+    );
+    assert_eq!(r("{{#with request.headers}}{{x-trace}}{{/with}}"), "t-1");
+    assert_eq!(
+        r("{{#each (array 1 2)}}{{request.method}}{{/each}}"),
+        "POSTPOST"
+    );
+}
+
+#[test]
+fn values_print_as_wiremocks_java_objects() {
+    assert_eq!(r("{{array 1 'a' 2.5}}"), "[1, a, 2.5]");
+    assert_eq!(
+        r("{{parseJson '{\"a\":1,\"b\":[1,2]}'}}"),
+        "{a=1, b=[1, 2]}"
+    );
+    assert_eq!(
+        r("{{toJson (parseJson '{\"a\":{},\"b\":[],\"c\":[{\"d\":1}]}')}}"),
+        "{\n  \"a\" : { },\n  \"b\" : [ ],\n  \"c\" : [ {\n    \"d\" : 1\n  } ]\n}"
+    );
+    assert_eq!(helpers::java_double(1e20), "1.0E20");
+    assert_eq!(helpers::java_double(0.3), "0.3");
+}
+
+#[test]
+fn helpers_set_variables_for_the_rest_of_the_template() {
+    assert_eq!(
+        r("{{regexExtract 'ab-12' '([a-z]+)-([0-9]+)' 'parts'}}{{parts}} {{parts.[1]}}"),
+        "ab 12"
+    );
+    assert_eq!(r("{{#assign 'v'}} x {{/assign}}[{{v}}]"), "[x]");
+    assert_eq!(r("{{val 'q' assign='z'}}[{{z}}]"), "[q]");
+    assert_eq!(r("{{parseJson request.body 'b'}}{{b.name}}"), "Ada");
+    // Variables do not outlive their render.
+    assert_eq!(r("[{{parts}}]"), "[]");
+}
+
+#[test]
+fn block_forms() {
+    assert_eq!(r("{{#contains 'abc' 'z'}}Y{{else}}N{{/contains}}"), "");
+    assert_eq!(r("{{#matches 'abc' 'a.c'}}Y{{/matches}}"), "Y");
+    assert_eq!(r("{{#neq 1 1}}Y{{else}}N{{/neq}}"), "N");
+    assert_eq!(r("{{#trim}}  x  {{/trim}}"), "x");
+    assert_eq!(
+        r("{{#formatJson}}{\"x\":1}{{/formatJson}}"),
+        "{\n  \"x\" : 1\n}"
+    );
 }
