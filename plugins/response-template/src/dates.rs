@@ -195,34 +195,15 @@ pub fn parse_value(v: &Value, format: Option<&str>) -> Result<DateTime<Utc>, Str
 
 /// Java `SimpleDateFormat` letters → chrono `strftime`.
 pub fn java_to_chrono(f: &str) -> Result<String, String> {
-    let chars: Vec<char> = f.chars().collect();
     let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\'' {
-            // Quoted literal; '' is a quote.
-            i += 1;
-            if i < chars.len() && chars[i] == '\'' {
-                out.push('\'');
-                i += 1;
+    for token in decoy_datefmt::lex(f) {
+        let (c, n) = match token {
+            decoy_datefmt::Token::Literal(text) => {
+                out.push_str(&text.replace('%', "%%"));
                 continue;
             }
-            while i < chars.len() && chars[i] != '\'' {
-                if chars[i] == '%' {
-                    out.push_str("%%");
-                } else {
-                    out.push(chars[i]);
-                }
-                i += 1;
-            }
-            i += 1;
-            continue;
-        }
-        let mut n = 1;
-        while i + n < chars.len() && chars[i + n] == c {
-            n += 1;
-        }
+            decoy_datefmt::Token::Field(c, n) => (c, n),
+        };
         let spec = match (c, n) {
             ('y', 2) | ('u', 2) => "%y",
             ('y', _) | ('u', _) => "%Y",
@@ -252,25 +233,13 @@ pub fn java_to_chrono(f: &str) -> Result<String, String> {
             ('X', 2) => "%z",
             ('X', _) | ('x', _) => "%:z",
             ('z', _) => "%Z",
-            (c, _) if c.is_ascii_alphabetic() => {
+            (c, _) => {
                 return Err(format!(
                     "date format {f:?}: the letter {c:?} is not supported"
                 ));
             }
-            (c, n) => {
-                for _ in 0..n {
-                    if c == '%' {
-                        out.push_str("%%");
-                    } else {
-                        out.push(c);
-                    }
-                }
-                i += n;
-                continue;
-            }
         };
         out.push_str(spec);
-        i += n;
     }
     Ok(out)
 }

@@ -116,8 +116,9 @@ fn parameters_json(v: Option<&Value>, path: &str) -> FieldResult<Arc<str>> {
 pub struct Transformers {
     pub plugins: Vec<Arc<Plugin>>,
     pub parameters: Arc<str>,
-    /// The call context, built on the first call (these belong to one mapping).
-    context: std::sync::OnceLock<wit::CallContext>,
+    /// The call context, built on the first call (these belong to one mapping);
+    /// boxed, as most mappings have no transformer and all carry this field.
+    context: std::sync::OnceLock<Box<wit::CallContext>>,
 }
 
 impl Transformers {
@@ -128,7 +129,7 @@ impl Transformers {
     /// The context every call of these transformers gets, for mapping `id`.
     pub fn context(&self, id: &str, name: Option<&str>) -> &wit::CallContext {
         self.context
-            .get_or_init(|| call_context(id, name, &self.parameters))
+            .get_or_init(|| Box::new(call_context(id, name, &self.parameters)))
     }
 
     /// Reads the two fields from `response` (`obj`). With `global_templating`,

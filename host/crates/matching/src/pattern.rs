@@ -80,21 +80,21 @@ pub enum StringPattern {
     DoesNotMatch(Regex),
     Absent,
     Anything,
-    EqualToJson(JsonEquality),
+    EqualToJson(Box<JsonEquality>),
     MatchesJsonPath {
         expression: String,
-        path: JsonPathQuery,
+        path: Box<JsonPathQuery>,
         /// Jayway's trailing `.length()` / `.size()`: the result is the length.
         length: bool,
         sub: Option<Box<StringPattern>>,
     },
     MatchesJsonSchema(Box<jsonschema::Validator>),
-    EqualToXml(xml::XmlEquality),
+    EqualToXml(Box<xml::XmlEquality>),
     MatchesXPath {
-        xpath: xml::XPathSpec,
+        xpath: Box<xml::XPathSpec>,
         sub: Option<Box<StringPattern>>,
     },
-    DateTime(DateTimePattern),
+    DateTime(Box<DateTimePattern>),
     And(Vec<StringPattern>),
     Or(Vec<StringPattern>),
     Not(Box<StringPattern>),
@@ -217,7 +217,9 @@ impl StringPattern {
                 StringPattern::Absent
             }
             "anything" => StringPattern::Anything,
-            "equalToJson" => StringPattern::EqualToJson(JsonEquality::parse(value, obj, &vpath)?),
+            "equalToJson" => {
+                StringPattern::EqualToJson(Box::new(JsonEquality::parse(value, obj, &vpath)?))
+            }
             "matchesJsonPath" => parse_json_path(value, &vpath)?,
             "matchesJsonSchema" => {
                 let schema = match value {
@@ -230,10 +232,12 @@ impl StringPattern {
                     .map_err(|e| FieldError::new(&vpath, format!("invalid JSON Schema: {e}")))?;
                 StringPattern::MatchesJsonSchema(Box::new(validator))
             }
-            "equalToXml" => StringPattern::EqualToXml(xml::XmlEquality::parse(value, obj, &vpath)?),
+            "equalToXml" => {
+                StringPattern::EqualToXml(Box::new(xml::XmlEquality::parse(value, obj, &vpath)?))
+            }
             "matchesXPath" => parse_xpath(value, obj, &vpath, path)?,
             "before" | "after" | "equalToDateTime" => {
-                StringPattern::DateTime(DateTimePattern::parse(op, value, obj, path)?)
+                StringPattern::DateTime(Box::new(DateTimePattern::parse(op, value, obj, path)?))
             }
             "and" | "or" => {
                 let items = as_array(value, &vpath)?;
@@ -480,7 +484,7 @@ fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
         .map_err(|e| FieldError::new(path, format!("invalid JSONPath {expression:?}: {e}")))?;
     Ok(StringPattern::MatchesJsonPath {
         expression,
-        path: compiled,
+        path: Box::new(compiled),
         length,
         sub,
     })
@@ -635,7 +639,10 @@ fn parse_xpath(
     };
     let xpath = xml::XPathSpec::new(expression, namespaces)
         .map_err(|reason| FieldError::new(vpath, reason))?;
-    Ok(StringPattern::MatchesXPath { xpath, sub })
+    Ok(StringPattern::MatchesXPath {
+        xpath: Box::new(xpath),
+        sub,
+    })
 }
 
 #[cfg(test)]

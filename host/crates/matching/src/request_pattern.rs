@@ -231,7 +231,7 @@ pub struct RequestPattern {
     pub url: UrlMatcher,
     pub path_params: Vec<(String, StringPattern)>,
     pub scheme: Option<String>,
-    pub host: Option<StringPattern>,
+    pub host: Option<Box<StringPattern>>,
     pub port: Option<u16>,
     pub headers: Vec<(String, MultiValuePattern)>,
     pub query: Vec<(String, MultiValuePattern)>,
@@ -451,7 +451,7 @@ impl RequestPattern {
             url,
             path_params,
             scheme,
-            host,
+            host: host.map(Box::new),
             port,
             headers,
             query: match obj.get("queryParameters") {
