@@ -389,9 +389,9 @@ impl Store {
     /// WireMock's save: every stub becomes persistent (`"persistent": true`) and is
     /// written into `mappings/`, a file stub over its own file, an API stub into a new
     /// file named as WireMock names it; from then on they are all file stubs. Stubs of
-    /// a file holding several are left as they are (WireMock cannot write those either),
-    /// and a file already saying exactly this is not rewritten. Returns the files
-    /// written.
+    /// a list file are left as they are, an edit of one staying in memory (WireMock
+    /// cannot write those either); an unedited file stub that is already persistent is
+    /// not rewritten. Returns the files written.
     pub fn save(&self) -> std::io::Result<Vec<PathBuf>> {
         let mut st = self.lock();
         let dir = load::mappings_dir(&self.root);
@@ -411,15 +411,8 @@ impl Store {
             }
             live.push((edited.unwrap_or(m).clone(), Some(key.0.clone())));
         }
-        // An edited stub of a file holding several goes to a file of its own.
-        let single: HashSet<&Arc<str>> = live.iter().map(|(m, _)| &m.id).collect();
-        let edited_elsewhere: Vec<Arc<Mapping>> = st
-            .overrides
-            .values()
-            .filter(|m| !single.contains(&m.id))
-            .cloned()
-            .collect();
-        live.extend(edited_elsewhere.into_iter().map(|m| (m, None)));
+        // An edited stub of a list file stays an in-memory edit (WireMock refuses to
+        // save those); API stubs go to files of their own.
         live.extend(st.api.iter().map(|m| (m.clone(), None)));
         let mut written = Vec::new();
         for (m, own) in &live {
@@ -437,23 +430,8 @@ impl Store {
         let moved: HashSet<Arc<str>> = live.iter().map(|(m, _)| m.id.clone()).collect();
         st.api.clear();
         st.overrides.retain(|id, _| !moved.contains(id));
-        // An edited stub written to a new file no longer comes from its old one.
-        st.deleted.extend(
-            live.iter()
-                .filter(|(m, own)| own.is_none() && m.source.is_some())
-                .map(|(m, _)| m.id.clone()),
-        );
         for rel in &written {
             self.refresh_file(&mut st, rel, true);
-        }
-        // ... but the new file's copy is live.
-        for rel in &written {
-            if let Some(f) = st.files.get(rel.as_os_str()) {
-                let ids: Vec<Arc<str>> = f.mappings.iter().map(|m| m.id.clone()).collect();
-                for id in ids {
-                    st.deleted.remove(&id);
-                }
-            }
         }
         self.publish(&st);
         Ok(written)
@@ -541,7 +519,7 @@ fn is_single_stub_file(st: &State, rel: &Path) -> bool {
 /// name, or else the method and the URL matcher's expected value, then the id; spaces
 /// become dashes, every character but ASCII letters, digits, `_`, `-` and `.` is
 /// dropped, and the result is lower-cased (`get-imp3-<id>.json`).
-pub fn file_name_for(m: &Mapping) -> String {
+fn file_name_for(m: &Mapping) -> String {
     let v: serde_json::Value = serde_json::from_str(&m.json).unwrap_or_default();
     let request = v.get("request");
     let name = m.name.as_deref().filter(|n| !n.is_empty());
@@ -591,7 +569,7 @@ mod tests {
     fn file_names_are_sanitised_as_wiremock_does() {
         assert_eq!(sanitise("GET-/imp/3-id"), "get-imp3-id");
         assert_eq!(sanitise("  Hi There/\u{e9}!-id"), "--hi-there-id");
-        assert_eq!(sanitise("POST-/p q/x-id"), "post-p-q-x-id");
+        assert_eq!(sanitise("POST-/p q/\u{e9}-id"), "post-p-q-id");
         assert_eq!(sanitise("ANY-/x/.*-id"), "any-x.-id");
         assert_eq!(sanitise("PUT-(always)-id"), "put-always-id");
         assert_eq!(sanitise("a  "), "a");
