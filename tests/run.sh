@@ -66,6 +66,9 @@ if command -v java >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   jar="$work/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar"
   python3 tests/wiremock-compat.py "$jar"
   "$work/venv/bin/python" tests/client-compat.py wiremock "$jar"
+  # target/debug/decoy is the binary the `cargo build --quiet -p decoy` above built.
+  log "admin API driven by WireMock's own Java client, against WireMock and decoy"
+  tests/java-client/run.sh "$jar" target/debug/decoy
 else
   echo "skipped: needs java and npm (the Rust tests above still check every fixture against decoy)"
 fi

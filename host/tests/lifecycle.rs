@@ -724,3 +724,295 @@ async fn requests_since_a_time_and_shutdown_through_the_admin_api() {
         .expect("the server stopped after POST /__admin/shutdown");
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+#[tokio::test]
+async fn a_stub_posted_to_mappings_remove_is_removed_by_its_id_or_else_by_an_equal_request() {
+    let dir = common::root(&[]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let one = json!({"id": "11111111-0000-0000-0000-000000000001",
+        "request": {"method": "GET", "url": "/one"}, "response": {"body": "1"}});
+    let two = json!({"id": "11111111-0000-0000-0000-000000000002",
+        "request": {"method": "GET", "url": "/two"}, "response": {"body": "2"}});
+    assert_eq!(admin(addr, "POST", "/mappings", one.clone()).await.0, 201);
+    assert_eq!(admin(addr, "POST", "/mappings", two).await.0, 201);
+    // By id: the posted request does not even have to match.
+    let by_id = json!({"id": "11111111-0000-0000-0000-000000000001",
+        "request": {"url": "/elsewhere"}, "response": {}});
+    let a = send(
+        addr,
+        "POST",
+        "/__admin/mappings/remove",
+        &[],
+        &by_id.to_string(),
+    )
+    .await;
+    assert_eq!((a.status, a.body.as_str()), (200, ""));
+    assert_eq!(get(addr, "/one").await.status, 404);
+    // An unknown id: every stub whose request equals the posted one goes.
+    let by_request = json!({"id": "99999999-9999-9999-9999-999999999999",
+        "request": {"url": "/two", "method": "GET", "headers": null}, "response": {"body": "x"}});
+    let a = send(
+        addr,
+        "POST",
+        "/__admin/mappings/remove",
+        &[],
+        &by_request.to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(get(addr, "/two").await.status, 404);
+    // Nothing matches: still 200, nothing removed.
+    assert_eq!(admin(addr, "POST", "/mappings", one).await.0, 201);
+    let other = json!({"request": {"url": "/nope"}, "response": {}});
+    let a = send(
+        addr,
+        "POST",
+        "/__admin/mappings/remove",
+        &[],
+        &other.to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(get(addr, "/one").await.body, "1");
+    let a = send(addr, "POST", "/__admin/mappings/remove", &[], "[1]").await;
+    assert_eq!(a.status, 422, "{}", a.body);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stub_id_that_is_taken_is_refused_with_wiremocks_duplicate_error() {
+    let dir = common::root(&[]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let s = json!({"id": "11111111-0000-0000-0000-000000000001",
+        "request": {"url": "/a"}, "response": {"body": "first"}});
+    assert_eq!(admin(addr, "POST", "/mappings", s.clone()).await.0, 201);
+    let mut again = s;
+    again["response"]["body"] = json!("second");
+    let (status, body) = admin(addr, "POST", "/mappings", again).await;
+    assert_eq!(status, 422);
+    assert_eq!(body["errors"][0]["code"], 109, "{body}");
+    assert_eq!(body["errors"][0]["title"], "Duplicate stub mapping ID");
+    assert_eq!(get(addr, "/a").await.body, "first");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn unmatched_serve_events_carry_wiremocks_placeholder_stub_and_the_report() {
+    let dir = common::root(&[]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let s = json!({"id": "11111111-0000-0000-0000-000000000001",
+        "request": {"urlPath": "/hit"}, "response": {"body": "ok"}});
+    admin(addr, "POST", "/mappings", s).await;
+    get(addr, "/miss").await;
+    get(addr, "/hit?n=1").await;
+    get(addr, "/hit?n=2").await;
+    get(addr, "/miss2").await;
+
+    let (_, all) = admin(addr, "GET", "/requests?unmatched=true", Value::Null).await;
+    let events = all["requests"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{all}");
+    let e = &events[0];
+    assert_eq!(e["request"]["url"], "/miss2");
+    assert_eq!(e["wasMatched"], false);
+    assert_eq!(
+        e["responseDefinition"],
+        json!({"status": 404, "fromConfiguredStub": false})
+    );
+    assert_eq!(
+        e["response"],
+        json!({"status": 404, "bodyAsBase64": "", "body": ""})
+    );
+    assert_eq!(e["subEvents"][0]["type"], "REQUEST_NOT_MATCHED");
+    let report = e["subEvents"][0]["data"]["report"].as_str().unwrap();
+    assert!(report.contains("Request was not matched"), "{report}");
+    let placeholder = &e["stubMapping"];
+    assert_eq!(placeholder["request"], json!({"method": "ANY"}));
+    assert_eq!(placeholder["id"], events[1]["stubMapping"]["id"]);
+
+    let (_, hits) = admin(
+        addr,
+        "GET",
+        "/requests?unmatched=false&matchingStub=11111111-0000-0000-0000-000000000001",
+        Value::Null,
+    )
+    .await;
+    let urls: Vec<&str> = hits["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["request"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, ["/hit?n=2", "/hit?n=1"]);
+    let (status, bad) = admin(addr, "GET", "/requests?matchingStub=nope", Value::Null).await;
+    assert_eq!((status, &bad["errors"][0]["code"]), (400, &json!(15)));
+
+    // `find` lists oldest first, as WireMock does.
+    let (_, found) = admin(addr, "POST", "/requests/find", json!({"urlPath": "/hit"})).await;
+    let urls: Vec<&str> = found["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, ["/hit?n=1", "/hit?n=2"]);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn serve_events_are_removed_by_the_metadata_of_the_stub_that_answered() {
+    let dir = common::root(&[]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    for (url, team) in [("/a", "alpha"), ("/b", "beta")] {
+        let s = json!({"request": {"url": url}, "response": {}, "metadata": {"team": team}});
+        admin(addr, "POST", "/mappings", s).await;
+    }
+    for url in ["/a", "/b", "/a", "/none"] {
+        get(addr, url).await;
+    }
+    let pattern = json!({"matchesJsonPath": {"expression": "$.team", "equalTo": "alpha"}});
+    let (status, gone) = admin(
+        addr,
+        "POST",
+        "/requests/remove-by-metadata",
+        pattern.clone(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(gone["serveEvents"].as_array().unwrap().len(), 2, "{gone}");
+    assert_eq!(gone["serveEvents"][0]["request"]["url"], "/a");
+    let (_, left) = admin(addr, "GET", "/requests", Value::Null).await;
+    assert_eq!(left["meta"]["total"], 2, "{left}");
+    let (_, none) = admin(addr, "POST", "/requests/remove-by-metadata", pattern).await;
+    assert_eq!(none, json!({"serveEvents": []}));
+    let (status, _) = admin(
+        addr,
+        "POST",
+        "/requests/remove-by-metadata",
+        json!({"x": 1}),
+    )
+    .await;
+    assert_eq!(status, 422);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn saved_stubs_are_persistent_and_removing_them_deletes_their_files() {
+    let dir = common::root(&[
+        ("mappings/file.json", &stub("/file", "file")),
+        (
+            "mappings/list.json",
+            &json!({"mappings": [{"request": {"url": "/list"}, "response": {}}]}).to_string(),
+        ),
+    ]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let id = "11111111-0000-0000-0000-000000000003";
+    let s = json!({"id": id, "request": {"method": "GET", "url": "/imp/3"}, "response": {}});
+    admin(addr, "POST", "/mappings", s).await;
+    assert_eq!(
+        admin(addr, "POST", "/mappings/save", Value::Null).await.0,
+        200
+    );
+    // WireMock's file name: method and URL when there is no name, sanitised.
+    let saved = dir.path().join(format!("mappings/get-imp3-{id}.json"));
+    assert!(saved.exists());
+    let (_, one) = admin(addr, "GET", &format!("/mappings/{id}"), Value::Null).await;
+    assert_eq!(one["persistent"], true, "{one}");
+    let file_text = std::fs::read_to_string(dir.path().join("mappings/file.json")).unwrap();
+    assert!(file_text.contains("\"persistent\": true"), "{file_text}");
+
+    assert_eq!(
+        admin(addr, "DELETE", &format!("/mappings/{id}"), Value::Null)
+            .await
+            .0,
+        200
+    );
+    assert!(!saved.exists());
+    // DELETE /mappings takes the files along, but not a list file (read-only to WireMock).
+    assert_eq!(admin(addr, "DELETE", "/mappings", Value::Null).await.0, 200);
+    assert!(!dir.path().join("mappings/file.json").exists());
+    assert!(dir.path().join("mappings/list.json").exists());
+    let (_, list) = admin(addr, "GET", "/mappings", Value::Null).await;
+    assert_eq!(list["meta"]["total"], 0, "{list}");
+    // A reset brings back what is left on disk, and clears the journal.
+    get(addr, "/x").await;
+    admin(addr, "POST", "/mappings/reset", Value::Null).await;
+    let (_, list) = admin(addr, "GET", "/mappings", Value::Null).await;
+    assert_eq!(list["meta"]["total"], 1, "{list}");
+    let (_, journal) = admin(addr, "GET", "/requests", Value::Null).await;
+    assert_eq!(journal["meta"]["total"], 0, "{journal}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn scenarios_settings_and_recordings_answer_as_wiremock_does() {
+    let dir = common::root(&[]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let s = json!({"request": {"url": "/flow"}, "response": {}, "scenarioName": "flow",
+        "requiredScenarioState": "Started", "newScenarioState": "two"});
+    admin(addr, "POST", "/mappings", s).await;
+    assert_eq!(
+        admin(
+            addr,
+            "PUT",
+            "/scenarios/flow/state",
+            json!({"state": "two"})
+        )
+        .await
+        .0,
+        200
+    );
+    let (status, body) = admin(
+        addr,
+        "PUT",
+        "/scenarios/flow/state",
+        json!({"state": "three"}),
+    )
+    .await;
+    assert_eq!(status, 422);
+    assert_eq!(
+        body,
+        json!({"errors": [{"code": 11, "title": "Scenario flow does not support state three"}]})
+    );
+
+    let (_, settings) = admin(addr, "GET", "/settings", Value::Null).await;
+    assert_eq!(settings, json!({"settings": {"proxyPassThrough": true}}));
+    admin(
+        addr,
+        "POST",
+        "/settings",
+        json!({"fixedDelay": 0, "unknown": 1}),
+    )
+    .await;
+    let (_, settings) = admin(addr, "GET", "/settings", Value::Null).await;
+    assert_eq!(
+        settings,
+        json!({"settings": {"fixedDelay": 0, "proxyPassThrough": false}})
+    );
+
+    let (status, body) = admin(addr, "POST", "/recordings/stop", Value::Null).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["errors"][0]["code"], 30);
+    assert_eq!(
+        admin(addr, "POST", "/recordings/start", json!({})).await.0,
+        200
+    );
+    let target = json!({"targetBaseUrl": "http://127.0.0.1:9"});
+    assert_eq!(
+        admin(addr, "POST", "/recordings/start", target).await.0,
+        200
+    );
+    let (_, list) = admin(addr, "GET", "/mappings", Value::Null).await;
+    assert_eq!(
+        list["meta"]["total"], 1,
+        "a start while recording adds no proxy: {list}"
+    );
+    let (status, stopped) = admin(addr, "POST", "/recordings/stop", Value::Null).await;
+    assert_eq!((status, stopped), (200, json!({"mappings": []})));
+    server.shutdown().await;
+}

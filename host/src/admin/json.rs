@@ -128,19 +128,63 @@ pub fn logged_request(
     })
 }
 
-/// WireMock's `ServeEvent`.
+/// The id WireMock gives the placeholder stub of every unmatched serve event: one per
+/// process, as WireMock's `StubMapping.NOT_CONFIGURED`.
+fn not_configured_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| uuid::Uuid::new_v4().to_string())
+}
+
+/// WireMock's `ServeEvent`. An unmatched one is shaped as WireMock shapes it: a
+/// not-configured 404 definition, an empty logged response, the "Request was not
+/// matched" report as a `REQUEST_NOT_MATCHED` sub-event and the placeholder stub
+/// (clients read `stubMapping` and `responseDefinition.fromConfiguredStub`).
 pub fn serve_event(e: &ServeEvent) -> Value {
+    let added = e.added_delay.as_millis() as u64;
+    let process = e.process_time.as_millis() as u64;
+    let timing = json!({
+        "addedDelay": added,
+        "processTime": process,
+        "responseSendTime": 0,
+        "serveTime": process,
+        "totalTime": process + added,
+    });
+    let request = logged_request(&e.request, e.logged_at, e.protocol, e.local_port);
+    let Some(m) = &e.mapping else {
+        let id = not_configured_id();
+        return json!({
+            "id": e.id.to_string(),
+            "request": request,
+            "responseDefinition": { "status": e.status, "fromConfiguredStub": false },
+            "response": { "status": e.status, "bodyAsBase64": "", "body": "" },
+            "wasMatched": false,
+            "timing": timing,
+            "subEvents": [{
+                "type": "REQUEST_NOT_MATCHED",
+                "timeOffsetNanos": e.process_time.as_nanos() as u64,
+                "data": {
+                    "status": e.status,
+                    "contentType": "text/plain",
+                    "report": String::from_utf8_lossy(&e.response_body),
+                },
+            }],
+            "stubMapping": {
+                "id": id,
+                "request": { "method": "ANY" },
+                "response": { "status": 404, "fromConfiguredStub": false },
+                "uuid": id,
+            },
+        });
+    };
     let headers = header_object(e.response_headers.iter().map(|(k, v)| {
         (
             k.as_str(),
             String::from_utf8_lossy(v.as_bytes()).into_owned(),
         )
     }));
-    let added = e.added_delay.as_millis() as u64;
-    let process = e.process_time.as_millis() as u64;
-    let mut v = json!({
+    json!({
         "id": e.id.to_string(),
-        "request": logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
+        "request": request,
         "responseDefinition": {
             "status": e.status,
             "body": String::from_utf8_lossy(&e.response_body),
@@ -151,20 +195,11 @@ pub fn serve_event(e: &ServeEvent) -> Value {
             "bodyAsBase64": base64::engine::general_purpose::STANDARD.encode(&e.response_body),
             "body": String::from_utf8_lossy(&e.response_body),
         },
-        "wasMatched": e.was_matched(),
-        "timing": {
-            "addedDelay": added,
-            "processTime": process,
-            "responseSendTime": 0,
-            "serveTime": process,
-            "totalTime": process + added,
-        },
+        "wasMatched": true,
+        "timing": timing,
         "subEvents": [],
-    });
-    if let (Some(m), Value::Object(obj)) = (&e.mapping, &mut v) {
-        obj.insert("stubMapping".into(), mapping(m));
-    }
-    v
+        "stubMapping": mapping(m),
+    })
 }
 
 /// WireMock's error document for a rejected mapping.
@@ -181,4 +216,9 @@ pub fn errors(errs: &[FieldError]) -> Value {
 
 pub fn error(title: &str, detail: &str) -> Value {
     json!({ "errors": [ { "code": 10, "title": title, "detail": detail } ] })
+}
+
+/// WireMock's error document with its own error code and only a title.
+pub fn coded(code: u16, title: &str) -> Value {
+    json!({ "errors": [ { "code": code, "title": title } ] })
 }

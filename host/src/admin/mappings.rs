@@ -20,8 +20,10 @@ impl Admin {
                 self.store.remove_all();
                 AdminReply::ok()
             }
+            // WireMock's resetToDefaultMappings clears the request journal too.
             ("POST", ["reset"]) => {
                 self.store.reset();
+                self.journal.clear();
                 AdminReply::empty(200)
             }
             ("POST", ["save"]) => match self.store.save() {
@@ -29,6 +31,7 @@ impl Admin {
                 Err(e) => AdminReply::json(500, json::error("Save failed", &e.to_string())),
             },
             ("POST", ["import"]) => self.import(req),
+            ("POST", ["remove"]) => self.remove_matching(req),
             ("POST", ["find-by-metadata"]) => self.find_by_metadata(req, false),
             ("POST", ["remove-by-metadata"]) => self.find_by_metadata(req, true),
             ("GET", ["unmatched"]) => {
@@ -120,6 +123,17 @@ impl Admin {
             Err(r) => return r,
         };
         match self.parse_api_mapping(v, None) {
+            Ok(m) if self.find_mapping(&m.id).is_some() => AdminReply::json(
+                422,
+                json!({ "errors": [ {
+                    "code": 109,
+                    "title": "Duplicate stub mapping ID",
+                    "detail": format!(
+                        "ID of the provided stub mapping '{}' is already taken by another stub mapping",
+                        m.id
+                    ),
+                } ] }),
+            ),
             Ok(m) => {
                 let m = self.store.upsert(m);
                 AdminReply::json(201, json::mapping(&m))
@@ -217,27 +231,62 @@ impl Admin {
         AdminReply::empty(200)
     }
 
-    fn find_by_metadata(&self, req: &AdminRequest, remove: bool) -> AdminReply {
+    /// `POST /mappings/remove` with a stub: WireMock removes the stub with its id, or,
+    /// when there is none, every stub whose request pattern equals the posted one.
+    fn remove_matching(&self, req: &AdminRequest) -> AdminReply {
         let v = match req.json_body() {
             Ok(v) => v,
             Err(r) => return r,
         };
-        let pattern = match StringPattern::parse(&v, "") {
+        let Some(obj) = v.as_object() else {
+            return AdminReply::json(
+                422,
+                json::error("Error parsing JSON", "expected a stub mapping object"),
+            );
+        };
+        let id = ["id", "uuid"]
+            .iter()
+            .find_map(|k| obj.get(*k).and_then(Value::as_str));
+        if let Some(id) = id
+            && self.store.remove(id)
+        {
+            return AdminReply::empty(200);
+        }
+        let wanted = without_nulls(obj.get("request").cloned().unwrap_or(Value::Null));
+        let same: Vec<Arc<str>> = self
+            .engine()
+            .mappings()
+            .in_insertion_order()
+            .filter(|m| {
+                let request = serde_json::from_str::<Value>(&m.json)
+                    .ok()
+                    .and_then(|v| v.get("request").cloned())
+                    .unwrap_or(Value::Null);
+                without_nulls(request) == wanted
+            })
+            .map(|m| m.id.clone())
+            .collect();
+        for id in same {
+            self.store.remove(&id);
+        }
+        AdminReply::empty(200)
+    }
+
+    /// The string pattern posted to the metadata endpoints.
+    pub(super) fn metadata_pattern(&self, req: &AdminRequest) -> Result<StringPattern, AdminReply> {
+        let v = req.json_body()?;
+        StringPattern::parse(&v, "").map_err(|e| AdminReply::json(422, json::errors(&[e])))
+    }
+
+    fn find_by_metadata(&self, req: &AdminRequest, remove: bool) -> AdminReply {
+        let pattern = match self.metadata_pattern(req) {
             Ok(p) => p,
-            Err(e) => return AdminReply::json(422, json::errors(&[e])),
+            Err(r) => return r,
         };
         let set = self.engine().mappings();
         let found: Vec<Arc<Mapping>> = set
             .in_insertion_order()
-            .filter(|m| {
-                let meta = serde_json::from_str::<Value>(&m.json)
-                    .ok()
-                    .and_then(|v| v.get("metadata").cloned());
-                meta.is_some_and(|meta| {
-                    let text = meta.to_string();
-                    pattern.matches(&Actual::new(&text))
-                })
-            })
+            .filter(|m| metadata_matches(m, &pattern))
             .cloned()
             .collect();
         if remove {
@@ -262,5 +311,28 @@ impl Admin {
             .filter(|m| !hit.contains(&m.id))
             .cloned()
             .collect()
+    }
+}
+
+/// Whether a stub's `metadata` (as JSON text) matches `pattern`; a stub without
+/// metadata never does.
+pub(super) fn metadata_matches(m: &Mapping, pattern: &StringPattern) -> bool {
+    serde_json::from_str::<Value>(&m.json)
+        .ok()
+        .and_then(|v| v.get("metadata").cloned())
+        .is_some_and(|meta| pattern.matches(&Actual::new(&meta.to_string())))
+}
+
+/// A JSON value with `null` members dropped (a client writes absent fields either way).
+fn without_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(obj) => Value::Object(
+            obj.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(without_nulls).collect()),
+        other => other,
     }
 }

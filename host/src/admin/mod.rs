@@ -180,9 +180,10 @@ impl Admin {
             }
             ("GET", ["settings"]) => {
                 let s = self.engine().settings();
+                // WireMock's defaults until settings are posted: only proxyPassThrough.
                 AdminReply::json(
                     200,
-                    json!({ "settings": s.raw.clone().unwrap_or_else(|| json!({})) }),
+                    json!({ "settings": s.raw.clone().unwrap_or_else(|| json!({ "proxyPassThrough": true })) }),
                 )
             }
             ("POST", ["settings"]) | ("PUT", ["settings"]) => self.post_settings(req),
@@ -244,8 +245,21 @@ impl Admin {
         };
         // WireMock accepts the settings bare or wrapped in {"settings": ...}.
         let s = v.get("settings").cloned().unwrap_or(v);
+        // Kept as WireMock reads and writes them back: its four fields, nulls left out,
+        // and proxyPassThrough false unless posted (a missing Java boolean).
+        let mut raw = serde_json::Map::new();
+        for key in ["fixedDelay", "delayDistribution", "extended"] {
+            if let Some(v) = s.get(key).filter(|v| !v.is_null()) {
+                raw.insert(key.into(), v.clone());
+            }
+        }
+        let pass_through = s.get("proxyPassThrough").and_then(Value::as_bool);
+        raw.insert(
+            "proxyPassThrough".into(),
+            Value::Bool(pass_through.unwrap_or(false)),
+        );
         let mut new = GlobalSettings {
-            raw: Some(s.clone()),
+            raw: Some(Value::Object(raw)),
             ..GlobalSettings::default()
         };
         if let Some(d) = s.get("fixedDelay").filter(|d| !d.is_null()) {

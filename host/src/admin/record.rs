@@ -40,7 +40,8 @@ enum RecorderState {
 struct Recording {
     spec: Spec,
     started: SystemTime,
-    proxy_stub_id: String,
+    /// The proxy stub `start` added (none without `targetBaseUrl`).
+    proxy_stub_id: Option<String>,
 }
 
 /// A recording or snapshot request, as WireMock's `RecordSpec`.
@@ -193,18 +194,22 @@ impl Recorder {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts recording through a proxy stub added to `store`.
+    /// Starts recording through a proxy stub added to `store`. As in WireMock, a
+    /// start while recording changes nothing, and a start without `targetBaseUrl`
+    /// records without a proxy stub (what the journal gets from existing proxy stubs).
     pub fn start(&self, store: &Store, spec: Spec) -> Result<(), Refusal> {
-        let Some(target) = spec.target_base_url.clone() else {
-            return Err((422, "targetBaseUrl is required to start a recording".into()));
-        };
         let mut state = self.lock();
         if matches!(*state, RecorderState::Recording(_)) {
-            return Err((
-                409,
-                "a recording is already in progress; stop it first".into(),
-            ));
+            return Ok(());
         }
+        let Some(target) = spec.target_base_url.clone().filter(|t| !t.is_empty()) else {
+            *state = RecorderState::Recording(Recording {
+                spec,
+                started: SystemTime::now(),
+                proxy_stub_id: None,
+            });
+            return Ok(());
+        };
         let id = uuid::Uuid::new_v4().to_string();
         let request = spec.filter_json.clone().unwrap_or_else(|| json!({}));
         let stub = json!({
@@ -229,7 +234,7 @@ impl Recorder {
         *state = RecorderState::Recording(Recording {
             spec,
             started: SystemTime::now(),
-            proxy_stub_id: id,
+            proxy_stub_id: Some(id),
         });
         Ok(())
     }
@@ -242,11 +247,13 @@ impl Recorder {
                 RecorderState::Recording(rec) => rec,
                 other => {
                     *state = other;
-                    return Err((400, "no recording is in progress".into()));
+                    return Err((400, "Not currently recording.".into()));
                 }
             }
         };
-        store.remove(&rec.proxy_stub_id);
+        if let Some(id) = &rec.proxy_stub_id {
+            store.remove(id);
+        }
         let since: Vec<Arc<ServeEvent>> = events
             .iter()
             .filter(|e| e.logged_at >= rec.started)
@@ -456,16 +463,13 @@ fn response_def(
         let text = std::str::from_utf8(body)
             .ok()
             .filter(|_| !is_binary_type(&ct));
-        // When persisting, WireMock writes every body into __files unless criteria say
-        // otherwise; without persisting, bodies stay inline.
+        // As WireMock: a body goes into __files only when `extractBodyCriteria` says
+        // so (larger than its threshold); without criteria every body stays inline.
         let threshold = match text {
             Some(_) => spec.text_threshold,
             None => spec.binary_threshold,
         };
-        let extract = match threshold {
-            Some(t) => spec.persist && body.len() as u64 > t,
-            None => spec.persist,
-        };
+        let extract = threshold.is_some_and(|t| body.len() as u64 > t);
         if extract {
             let name = format!("{base_name}-{id}.{}", extension(&ct, text.is_some()));
             out.insert("bodyFileName".into(), json!(name));
@@ -503,11 +507,10 @@ fn response_def(
 }
 
 /// Response headers a recorded stub does not replay: decoy's own `matched-stub-*`,
-/// the moment of the recording (`date`), and framing that the server sets itself.
+/// and framing that the server sets itself. (`Date` is kept, as WireMock keeps it.)
 const NOT_RECORDED: &[&str] = &[
     "matched-stub-id",
     "matched-stub-name",
-    "date",
     "content-length",
     "transfer-encoding",
     "connection",

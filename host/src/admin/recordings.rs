@@ -25,6 +25,8 @@ impl Admin {
                     .stop(&self.store, &self.journal.newest_first())
                 {
                     Ok(v) => AdminReply::json(200, v),
+                    // WireMock's NotRecordingException, which its client maps by code.
+                    Err((400, why)) => AdminReply::json(400, json::coded(30, &why)),
                     Err((status, why)) => {
                         AdminReply::json(status, json::error("Recording not stopped", &why))
                     }

@@ -26,8 +26,9 @@ impl Admin {
                     let disabled = !self.journal.enabled();
                     self.with_pattern(req, |events| json!({ "count": events.len(), "requestJournalDisabled": disabled }))
                 }
+                // WireMock finds oldest first (its journal lists newest first).
                 ("POST", ["find"]) => self.with_pattern(req, |events| {
-                    json!({ "requests": events.iter().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": false })
+                    json!({ "requests": events.iter().rev().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": false })
                 }),
                 ("POST", ["remove"]) => match self.parse_pattern(req) {
                     Ok(p) => {
@@ -36,6 +37,7 @@ impl Admin {
                     }
                     Err(r) => r,
                 },
+                ("POST", ["remove-by-metadata"]) => self.remove_by_stub_metadata(req),
                 ("GET", ["unmatched"]) => {
                     let events: Vec<_> = self.journal.newest_first().into_iter().filter(|e| !e.was_matched()).collect();
                     AdminReply::json(200, json!({ "requests": events.iter().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": !self.journal.enabled() }))
@@ -110,6 +112,23 @@ impl Admin {
         if req.query("unmatched") == Some("true") {
             events.retain(|e| !e.was_matched());
         }
+        // `matchingStub=ID`: the events that stub answered (WireMock's ServeEventQuery).
+        if let Some(stub) = req.query("matchingStub") {
+            let Ok(id) = uuid::Uuid::parse_str(stub) else {
+                return AdminReply::json(
+                    400,
+                    json::coded(
+                        15,
+                        &format!("Query parameter matchingStub value '{stub}' is not a valid UUID"),
+                    ),
+                );
+            };
+            events.retain(|e| {
+                e.mapping
+                    .as_ref()
+                    .is_some_and(|m| uuid::Uuid::parse_str(&m.id).is_ok_and(|m| m == id))
+            });
+        }
         if let Some(since) = req
             .query("since")
             .and_then(decoy_matching::date::parse_date_time)
@@ -127,6 +146,24 @@ impl Admin {
                 "meta": { "total": total },
                 "requestJournalDisabled": !self.journal.enabled(),
             }),
+        )
+    }
+
+    /// `POST /requests/remove-by-metadata`: removes the events answered by stubs whose
+    /// metadata matches the posted string pattern; returns them, newest first.
+    fn remove_by_stub_metadata(&self, req: &AdminRequest) -> AdminReply {
+        let pattern = match self.metadata_pattern(req) {
+            Ok(p) => p,
+            Err(r) => return r,
+        };
+        let gone = self.journal.remove_where(|e| {
+            e.mapping
+                .as_ref()
+                .is_some_and(|m| super::mappings::metadata_matches(m, &pattern))
+        });
+        AdminReply::json(
+            200,
+            json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }),
         )
     }
 

@@ -73,15 +73,38 @@ impl Admin {
                 json!({ "errors": [ { "code": 404, "title": format!("Scenario {name} does not exist") } ] }),
             );
         }
-        match v.get("state").and_then(Value::as_str) {
-            Some(state) => {
+        // An empty body resets the scenario; a state it cannot reach is refused, as
+        // WireMock does (`{}` asks for state null).
+        if req.body.iter().all(|b| b.is_ascii_whitespace()) {
+            self.engine().set_scenario_state(name, STARTED);
+            return AdminReply::ok();
+        }
+        let state = v.get("state").and_then(Value::as_str);
+        let possible = self.engine().mappings().iter().any(|m| {
+            m.scenario.as_ref().is_some_and(|s| {
+                s.name == name
+                    && state.is_some_and(|st| {
+                        st == STARTED
+                            || s.required_state.as_deref() == Some(st)
+                            || s.new_state.as_deref() == Some(st)
+                    })
+            })
+        });
+        match state {
+            Some(state) if possible => {
                 self.engine().set_scenario_state(name, state);
                 AdminReply::ok()
             }
-            None => {
-                self.engine().set_scenario_state(name, STARTED);
-                AdminReply::ok()
-            }
+            _ => AdminReply::json(
+                422,
+                json::coded(
+                    11,
+                    &format!(
+                        "Scenario {name} does not support state {}",
+                        state.unwrap_or("null")
+                    ),
+                ),
+            ),
         }
     }
 }

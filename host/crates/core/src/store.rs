@@ -314,19 +314,30 @@ impl Store {
         m
     }
 
-    /// Removes a stub by id; false when there is none.
+    /// Removes a stub by id; false when there is none. As in WireMock, a persistent
+    /// stub (`"persistent": true`) loaded from a file of its own takes the file with it.
     pub fn remove(&self, id: &str) -> bool {
         let mut st = self.lock();
         let before = st.api.len();
         st.api.retain(|m| &*m.id != id);
         let mut found = st.api.len() != before;
-        if !found
-            && let Some(fid) = file_ids(&st).into_iter().find(|f| &**f == id)
-            && !st.deleted.contains(&fid)
-        {
-            st.overrides.remove(&fid);
-            st.deleted.insert(fid);
+        if !found && let Some(m) = live_file_stub(&st, id) {
             found = true;
+            let own_file = m
+                .source
+                .as_ref()
+                .filter(|src| m.is_persistent() && is_single_stub_file(&st, &src.file))
+                .map(|src| src.file.clone());
+            match own_file {
+                Some(rel) if self.delete_file(&rel) => {
+                    st.files.remove(rel.as_os_str());
+                    st.overrides.remove(&m.id);
+                }
+                _ => {
+                    st.overrides.remove(&m.id);
+                    st.deleted.insert(m.id.clone());
+                }
+            }
         }
         if found {
             self.publish(&st);
@@ -334,11 +345,32 @@ impl Store {
         found
     }
 
-    /// Removes every stub (files stay on disk; `reset` brings them back).
+    /// Deletes a mapping file decoy is about to stop tracking; false when it could not.
+    fn delete_file(&self, rel: &Path) -> bool {
+        match std::fs::remove_file(self.root.join(rel)) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => {
+                tracing::warn!("could not delete {}: {e}", rel.display());
+                false
+            }
+        }
+    }
+
+    /// Removes every stub and, as WireMock's `DELETE /__admin/mappings` does, deletes
+    /// the mapping files they were loaded from or saved to. A file holding several
+    /// stubs (`"mappings": [...]`, read-only to WireMock) is left on disk; its stubs are
+    /// removed from what is served until a reset.
     pub fn remove_all(&self) {
         let mut st = self.lock();
         st.api.clear();
         st.overrides.clear();
+        let files: Vec<PathBuf> = st.files.keys().map(|k| k.0.clone()).collect();
+        for rel in files {
+            if is_single_stub_file(&st, &rel) && self.delete_file(&rel) {
+                st.files.remove(rel.as_os_str());
+            }
+        }
         st.deleted = file_ids(&st);
         self.publish(&st);
     }
@@ -354,29 +386,40 @@ impl Store {
         self.reload_all()
     }
 
-    /// Writes the stubs created or edited through the API into `mappings/`, one file
-    /// each, and from then on treats them as file stubs. Returns the files written.
+    /// WireMock's save: every stub becomes persistent (`"persistent": true`) and is
+    /// written into `mappings/`, a file stub over its own file, an API stub into a new
+    /// file named as WireMock names it; from then on they are all file stubs. Stubs of
+    /// a list file are left as they are, an edit of one staying in memory (WireMock
+    /// cannot write those either); an unedited file stub that is already persistent is
+    /// not rewritten. Returns the files written.
     pub fn save(&self) -> std::io::Result<Vec<PathBuf>> {
         let mut st = self.lock();
         let dir = load::mappings_dir(&self.root);
         std::fs::create_dir_all(&dir)?;
+        let mut live: Vec<(Arc<Mapping>, Option<PathBuf>)> = Vec::new();
+        for (key, f) in &st.files {
+            if f.mappings.len() != 1 || !is_single_stub_file(&st, &key.0) {
+                continue;
+            }
+            let m = &f.mappings[0];
+            if st.deleted.contains(&m.id) {
+                continue;
+            }
+            let edited = st.overrides.get(&m.id);
+            if edited.is_none() && m.is_persistent() {
+                continue;
+            }
+            live.push((edited.unwrap_or(m).clone(), Some(key.0.clone())));
+        }
+        // An edited stub of a list file stays an in-memory edit (WireMock refuses to
+        // save those); API stubs go to files of their own.
+        live.extend(st.api.iter().map(|m| (m.clone(), None)));
         let mut written = Vec::new();
-        let edited: Vec<Arc<Mapping>> = st.overrides.values().cloned().collect();
-        for m in st.api.iter().chain(edited.iter()) {
-            // An edited file stub is written back over its own file when that file
-            // holds only it; otherwise (and for API stubs) into a new file.
-            let rel = match &m.source {
-                Some(src)
-                    if st
-                        .files
-                        .get(src.file.as_os_str())
-                        .is_some_and(|f| f.mappings.len() == 1) =>
-                {
-                    src.file.clone()
-                }
-                _ => PathBuf::from("mappings").join(file_name_for(m)),
-            };
-            let text = pretty(&m.json);
+        for (m, own) in &live {
+            let rel = own
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("mappings").join(file_name_for(m)));
+            let text = persistent_json(&m.json);
             let full = self.root.join(&rel);
             if let Some(parent) = full.parent() {
                 std::fs::create_dir_all(parent)?;
@@ -384,8 +427,9 @@ impl Store {
             std::fs::write(&full, &text)?;
             written.push(rel);
         }
+        let moved: HashSet<Arc<str>> = live.iter().map(|(m, _)| m.id.clone()).collect();
         st.api.clear();
-        st.overrides.clear();
+        st.overrides.retain(|id, _| !moved.contains(id));
         for rel in &written {
             self.refresh_file(&mut st, rel, true);
         }
@@ -430,25 +474,104 @@ fn pretty(json: &str) -> String {
         + "\n"
 }
 
-/// `get-user-<id>.json`, as WireMock names saved stubs (name slug, then id).
+/// A stub's JSON with `"persistent": true`, pretty-printed, as `save` writes it.
+fn persistent_json(json: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(mut obj)) => {
+            obj.insert("persistent".into(), serde_json::Value::Bool(true));
+            serde_json::to_string_pretty(&obj).unwrap_or_else(|_| json.to_owned()) + "\n"
+        }
+        _ => pretty(json),
+    }
+}
+
+/// The live (not deleted) stub `id` among the file stubs, with an edit applied.
+fn live_file_stub(st: &State, id: &str) -> Option<Arc<Mapping>> {
+    if st.deleted.contains(id) {
+        return None;
+    }
+    if let Some(m) = st.overrides.get(id) {
+        return Some(m.clone());
+    }
+    st.files
+        .values()
+        .flat_map(|f| f.mappings.iter())
+        .find(|m| &*m.id == id)
+        .cloned()
+}
+
+/// Whether the mapping file `rel` holds one stub object, not a `"mappings"` list
+/// (WireMock treats a list file as read-only: it neither rewrites nor deletes it).
+fn is_single_stub_file(st: &State, rel: &Path) -> bool {
+    st.files
+        .get(rel.as_os_str())
+        .is_some_and(|f| f.mappings.len() <= 1 && f.problems.is_empty())
+        && !st
+            .files
+            .get(rel.as_os_str())
+            .and_then(|f| f.mappings.first())
+            .and_then(|m| m.source.as_ref())
+            .is_some_and(|src| src.in_list)
+}
+
+/// WireMock's file name for a saved stub (its `FilenameMaker` default template,
+/// `{{#if name}}{{{name}}}{{else}}{{{method}}}-{{{url}}}{{/if}}-{{{id}}}.json`): the
+/// name, or else the method and the URL matcher's expected value, then the id; spaces
+/// become dashes, every character but ASCII letters, digits, `_`, `-` and `.` is
+/// dropped, and the result is lower-cased (`get-imp3-<id>.json`).
 fn file_name_for(m: &Mapping) -> String {
-    let slug: String = m
-        .name
-        .as_deref()
-        .unwrap_or("mapping")
+    let v: serde_json::Value = serde_json::from_str(&m.json).unwrap_or_default();
+    let request = v.get("request");
+    let name = m.name.as_deref().filter(|n| !n.is_empty());
+    let stem = match name {
+        Some(n) => n.to_owned(),
+        None => {
+            let method = request
+                .and_then(|r| r.get("method"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("ANY");
+            let url = [
+                "url",
+                "urlPath",
+                "urlPattern",
+                "urlPathPattern",
+                "urlPathTemplate",
+            ]
+            .iter()
+            .find_map(|k| request.and_then(|r| r.get(*k)).and_then(|u| u.as_str()))
+            .unwrap_or("(always)");
+            format!("{method}-{url}")
+        }
+    };
+    sanitise(&format!("{stem}-{}", m.id)) + ".json"
+}
+
+/// WireMock's `FilenameMaker.sanitise`: Java's `split(" ")` (trailing empty pieces
+/// dropped) joined with `-`, then `[^\w-.]` removed and lower-cased.
+fn sanitise(s: &str) -> String {
+    let mut pieces: Vec<&str> = s.split(' ').collect();
+    while pieces.last().is_some_and(|p| p.is_empty()) {
+        pieces.pop();
+    }
+    pieces
+        .join("-")
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let slug = slug.trim_matches('-');
-    format!(
-        "{}-{}.json",
-        if slug.is_empty() { "mapping" } else { slug },
-        m.id
-    )
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sanitise;
+
+    #[test]
+    fn file_names_are_sanitised_as_wiremock_does() {
+        assert_eq!(sanitise("GET-/imp/3-id"), "get-imp3-id");
+        assert_eq!(sanitise("  Hi There/\u{e9}!-id"), "--hi-there-id");
+        assert_eq!(sanitise("POST-/p q/\u{e9}-id"), "post-p-q-id");
+        assert_eq!(sanitise("ANY-/x/.*-id"), "any-x.-id");
+        assert_eq!(sanitise("PUT-(always)-id"), "put-always-id");
+        assert_eq!(sanitise("a  "), "a");
+    }
 }

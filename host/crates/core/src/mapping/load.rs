@@ -141,6 +141,7 @@ pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
         let source = Source {
             file: rel.to_path_buf(),
             index,
+            in_list: text.is_none(),
         };
         Mapping::parse_with_text(stub, text, ctx, Some(source), warnings)
     })

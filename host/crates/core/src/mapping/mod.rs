@@ -50,6 +50,9 @@ pub struct Source {
     pub file: PathBuf,
     /// Position in the file (0 for a file holding one stub).
     pub index: usize,
+    /// The file is a `{"mappings": [...]}` list (even of one), which WireMock treats as
+    /// read-only: `save` does not rewrite it, removing its stubs does not delete it.
+    pub in_list: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,6 +257,15 @@ impl Mapping {
             }
             _ => Err(errors),
         }
+    }
+
+    /// Whether the stub says `"persistent": true`: WireMock keeps such a stub's file in
+    /// step with it (written on save, deleted when the stub is removed).
+    pub fn is_persistent(&self) -> bool {
+        serde_json::from_str::<Value>(&self.json)
+            .ok()
+            .and_then(|v| v.get("persistent").and_then(Value::as_bool))
+            .unwrap_or(false)
     }
 
     /// `users.json [2] (id …, name "get user")`, for messages.
@@ -724,6 +736,7 @@ mod tests {
         let src = Source {
             file: "mappings/a.json".into(),
             index: 0,
+            in_list: false,
         };
         let a = Mapping::parse(&v, &ctx(), Some(src.clone()), &mut Vec::new()).unwrap();
         let b = Mapping::parse(&v, &ctx(), Some(src), &mut Vec::new()).unwrap();
