@@ -30,7 +30,9 @@ def request(port, req):
     body = req.get("body", "").encode()
     headers = dict(req.get("headers", {}))
     if "json" in req:
-        body = json.dumps(req["json"]).encode()
+        # Compact, as the Rust runner (host/tests/fixtures.rs) sends it: a template
+        # that echoes the body gets the same bytes from both.
+        body = json.dumps(req["json"], separators=(",", ":")).encode()
         headers["Content-Type"] = "application/json"
     conn.request(req.get("method", "GET"), req["url"], body=body, headers=headers)
     resp = conn.getresponse()
