@@ -36,6 +36,8 @@ type Inner = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 pub struct ProxyClient {
     client: std::sync::OnceLock<Inner>,
     timeout: Duration,
+    /// `--preserve-host-header`: send the client's `Host` instead of the target's.
+    preserve_host: bool,
 }
 
 fn build_client() -> Inner {
@@ -76,7 +78,14 @@ impl ProxyClient {
         ProxyClient {
             client: std::sync::OnceLock::new(),
             timeout,
+            preserve_host: false,
         }
+    }
+
+    /// Forward the client's `Host` header (WireMock's `--preserve-host-header`).
+    pub fn preserving_host(mut self, yes: bool) -> ProxyClient {
+        self.preserve_host = yes;
+        self
     }
 
     /// Sends `req` to the service `spec` names. The error is a message for the 500
@@ -93,7 +102,7 @@ impl ProxyClient {
         let mut headers = HeaderMap::with_capacity(req.headers.len() + spec.add_headers.len());
         for (name, value) in &req.headers {
             if is_hop_by_hop(name)
-                || name == header::HOST
+                || (name == header::HOST && !self.preserve_host)
                 || name == header::CONTENT_LENGTH
                 || spec.remove_headers.contains(name)
             {
