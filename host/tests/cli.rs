@@ -1126,3 +1126,23 @@ fn disable_http_serves_https_only() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[test]
+fn jetty_idle_timeout_closes_idle_connections() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let (mut child, port, _) =
+        spawn_on_port_zero(&["serve", "--jetty-idle-timeout", "300"], dir.path());
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /hi HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("hello"));
+    // Kept alive, then closed by decoy once idle for 300 ms (well before 5 s).
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(s.read(&mut buf).unwrap(), 0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    child.kill().unwrap();
+    let _ = child.wait();
+}
