@@ -549,8 +549,15 @@ fn every_wiremock_option_is_accepted_with_wiremock_syntax() {
                 }
                 args.extend([format!("--{base}"), v.to_owned()]);
             }
-            if name == "disable-http" {
-                args.extend(["--https-port".into(), "0".into()]);
+            // What WireMock's parser requires alongside (the stores are not read
+            // without --https-port).
+            match name.as_str() {
+                "disable-http" => args.extend(["--https-port".into(), "0".into()]),
+                "keystore-password" => args.extend(["--https-keystore".into(), "ks.jks".into()]),
+                "truststore-password" | "https-require-client-cert" => {
+                    args.extend(["--https-truststore".into(), "ts.jks".into()])
+                }
+                _ => {}
             }
             runs.push((name.clone(), args));
         }

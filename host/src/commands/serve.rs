@@ -109,7 +109,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     https_keystore: Option<PathBuf>,
     /// Password of --https-keystore.
-    #[arg(long, value_name = "PASSWORD", default_value = tls::DEFAULT_PASSWORD, hide_default_value = true)]
+    #[arg(long, value_name = "PASSWORD", requires = "https_keystore", default_value = tls::DEFAULT_PASSWORD, hide_default_value = true)]
     keystore_password: String,
     /// Password of the private key in --https-keystore (JKS).
     #[arg(long, value_name = "PASSWORD", default_value = tls::DEFAULT_PASSWORD, hide_default_value = true)]
@@ -121,13 +121,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     https_truststore: Option<PathBuf>,
     /// Password of --https-truststore.
-    #[arg(long, value_name = "PASSWORD", default_value = tls::DEFAULT_PASSWORD, hide_default_value = true)]
+    #[arg(long, value_name = "PASSWORD", requires = "https_truststore", default_value = tls::DEFAULT_PASSWORD, hide_default_value = true)]
     truststore_password: String,
     /// Type of --https-truststore (jks, pkcs12, pem); read from the file when absent.
     #[arg(long, value_name = "TYPE")]
     truststore_type: Option<String>,
     /// HTTPS clients must present a certificate issued by one in --https-truststore.
-    #[arg(long)]
+    #[arg(long, requires = "https_truststore")]
     https_require_client_cert: bool,
     /// Close an HTTP/1 connection idle this long, in milliseconds (default 30000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
