@@ -56,6 +56,8 @@ pub struct ServeOptions {
     pub proxy_all: Option<String>,
     /// `--preserve-host-header`: proxied requests keep the client's `Host`.
     pub preserve_host_header: bool,
+    /// `--proxy-via`: the forward proxy proxied requests go through.
+    pub proxy_via: Option<crate::http::via::ProxyVia>,
     /// `--record-mappings`: proxied answers are written into `mappings/` and `__files/`.
     pub record_mappings: bool,
     /// `--match-headers`: request headers recorded as `equalTo` matches.
@@ -103,6 +105,7 @@ impl Default for ServeOptions {
             disable_http: false,
             proxy_all: None,
             preserve_host_header: false,
+            proxy_via: None,
             record_mappings: false,
             match_headers: Vec::new(),
         }
@@ -291,7 +294,9 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     });
     let (stop, stop_rx) = watch::channel(false);
     let journal = Arc::new(Journal::new(opts.journal_entries));
-    let proxy = ProxyClient::new(opts.proxy_timeout).preserving_host(opts.preserve_host_header);
+    let proxy = ProxyClient::new(opts.proxy_timeout)
+        .preserving_host(opts.preserve_host_header)
+        .via(opts.proxy_via.clone());
     let recorder = opts.record_mappings.then(|| {
         Arc::new(crate::http::recorder::Recorder::new(
             &opts.root_dir,

@@ -438,6 +438,7 @@ fn sample_value(name: &str) -> &'static str {
         "bind-address" => "127.0.0.1",
         "admin-api-basic-auth" => "user:secret",
         "proxy-all" => "http://127.0.0.1:9",
+        "proxy-via" => "127.0.0.1:9",
         "match-headers" => "Accept,X-Tenant",
         "container-threads" => "2",
         "jetty-idle-timeout" | "proxy-timeout" => "30000",
@@ -467,6 +468,7 @@ const CARRIED_OUT: &[&str] = &[
     "admin-api-require-https",
     "proxy-all",
     "preserve-host-header",
+    "proxy-via",
     "record-mappings",
     "keystore-password",
     "key-manager-password",
@@ -627,6 +629,7 @@ fn bad_option_values_are_refused_naming_the_option_and_the_reason() {
         (vec!["--container-threads", "0"], "--container-threads"),
         (vec!["--jetty-idle-timeout", "soon"], "--jetty-idle-timeout"),
         (vec!["--proxy-all", "not a url"], "--proxy-all"),
+        (vec!["--proxy-via", "no-port"], "--proxy-via"),
         (vec!["--disable-http"], "--https-port"),
         (
             vec![
@@ -1152,4 +1155,33 @@ fn jetty_idle_timeout_closes_idle_connections() {
     assert!(started.elapsed() < std::time::Duration::from_secs(3));
     child.kill().unwrap();
     let _ = child.wait();
+}
+
+/// `--proxy-via`: a plain-HTTP target is asked of the proxy in absolute form. decoy
+/// itself stands in for the proxy here: it answers an absolute-form request by its path.
+#[test]
+fn proxy_via_sends_proxied_requests_through_the_proxy() {
+    let proxy_root = root(&[("mappings/hi.json", GOOD)]);
+    let (mut proxy, proxy_port, _) = spawn_on_port_zero(&["serve"], proxy_root.path());
+    let dir = root(&[]);
+    let via = format!("user:pw@127.0.0.1:{proxy_port}");
+    let (mut child, port, _) = spawn_on_port_zero(
+        &[
+            "serve",
+            "--proxy-all",
+            "http://target.invalid:81",
+            "--proxy-via",
+            &via,
+        ],
+        dir.path(),
+    );
+    let answer = http_get(port, "/hi");
+    assert!(answer.ends_with("hello"), "{answer}");
+    let journal = http_get(proxy_port, "/__admin/requests");
+    assert!(journal.contains("target.invalid:81"), "{journal}");
+    // user:pw
+    assert!(journal.contains("Basic dXNlcjpwdw=="), "{journal}");
+    child.kill().unwrap();
+    proxy.kill().unwrap();
+    let _ = (child.wait(), proxy.wait());
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
+use decoy::http::via::ProxyVia;
 use decoy::http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY, HttpConfig, tls};
 use decoy::server::{ServeOptions, start};
 
@@ -96,6 +97,9 @@ pub struct ServeArgs {
     /// Forward every request no stub answers (a priority-10 stub) to this base URL.
     #[arg(long, value_name = "URL")]
     proxy_all: Option<String>,
+    /// Send proxied requests through this HTTP proxy (CONNECT for https targets).
+    #[arg(long, value_name = "[USER:PASSWORD@]HOST:PORT", value_parser = ProxyVia::parse)]
+    proxy_via: Option<ProxyVia>,
     /// Proxied requests keep the client's Host header instead of the target's.
     #[arg(long)]
     preserve_host_header: bool,
@@ -195,8 +199,6 @@ pub struct ServeArgs {
     logged_response_body_size_limit: Option<String>,
     #[arg(long, hide = true)]
     load_resources_from_classpath: Option<String>,
-    #[arg(long, hide = true)]
-    proxy_via: Option<String>,
     #[arg(long, hide = true)]
     preserve_user_agent_proxy_header: bool,
     #[arg(long, hide = true)]
@@ -523,6 +525,7 @@ impl ServeArgs {
             disable_http: self.disable_http,
             proxy_all: self.proxy_all,
             preserve_host_header: self.preserve_host_header,
+            proxy_via: self.proxy_via,
             record_mappings: self.record_mappings,
             match_headers: self
                 .match_headers

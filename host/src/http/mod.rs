@@ -18,6 +18,7 @@ pub mod jks;
 pub mod proxy;
 pub mod recorder;
 pub mod tls;
+pub mod via;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
