@@ -47,6 +47,21 @@ pub struct ServeOptions {
     pub plugin_cache_dir: Option<PathBuf>,
     /// `--global-response-templating`: every stub goes through `response-template`.
     pub global_templating: bool,
+    /// Keystore, truststore and client certificates for the HTTPS port (the PEM
+    /// `https_cert`/`https_key` above take the place of its `cert`/`key`).
+    pub tls: crate::http::tls::TlsSettings,
+    /// `--disable-http`: no plain HTTP listener (then `https_port` is required).
+    pub disable_http: bool,
+    /// `--proxy-all URL`: a stub at priority 10 forwarding every request to URL.
+    pub proxy_all: Option<String>,
+    /// `--preserve-host-header`: proxied requests keep the client's `Host`.
+    pub preserve_host_header: bool,
+    /// `--proxy-via`: the forward proxy proxied requests go through.
+    pub proxy_via: Option<crate::http::via::ProxyVia>,
+    /// `--record-mappings`: proxied answers are written into `mappings/` and `__files/`.
+    pub record_mappings: bool,
+    /// `--match-headers`: request headers recorded as `equalTo` matches.
+    pub match_headers: Vec<String>,
 }
 
 impl ServeOptions {
@@ -86,6 +101,13 @@ impl Default for ServeOptions {
             plugins_dir: None,
             plugin_cache_dir: decoy_plugin_host::Plugins::default_cache_dir(),
             global_templating: false,
+            tls: Default::default(),
+            disable_http: false,
+            proxy_all: None,
+            preserve_host_header: false,
+            proxy_via: None,
+            record_mappings: false,
+            match_headers: Vec::new(),
         }
     }
 }
@@ -93,7 +115,10 @@ impl Default for ServeOptions {
 /// A started server. Dropping it does not stop it; call [`Running::shutdown`].
 #[derive(Debug)]
 pub struct Running {
+    /// The stub port: plain HTTP, or the HTTPS port under `--disable-http`.
     pub http_addr: SocketAddr,
+    /// `--disable-http` was given: `http_addr` is the HTTPS listener.
+    pub http_disabled: bool,
     pub https_addr: Option<SocketAddr>,
     /// Where the admin API listens when `--admin-port` was given.
     pub admin_addr: Option<SocketAddr>,
@@ -151,8 +176,51 @@ impl Running {
     }
 }
 
+/// WireMock's `--proxy-all` stub: any request, priority 10, proxied to `url`.
+fn proxy_all_stub(url: &str) -> anyhow::Result<serde_json::Value> {
+    let parsed: ::http::Uri = url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--proxy-all {url:?} is not a URL: {e}"))?;
+    if !matches!(parsed.scheme_str(), Some("http" | "https")) || parsed.authority().is_none() {
+        bail!("--proxy-all {url:?} is not an http:// or https:// URL");
+    }
+    Ok(serde_json::json!({
+        "id": uuid::Uuid::new_v4().to_string(),
+        "name": "--proxy-all",
+        "priority": 10,
+        "request": { "method": "ANY" },
+        "response": { "proxyBaseUrl": url.trim_end_matches('/') },
+    }))
+}
+
 /// Loads `opts.root_dir` and starts listening. Must run inside a tokio runtime.
 pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
+    if opts.disable_http && opts.https_port.is_none() {
+        bail!("--disable-http needs --https-port: HTTPS must be enabled if HTTP is not");
+    }
+    if opts.record_mappings && opts.journal_entries == 0 {
+        bail!(
+            "--record-mappings cannot be used with --no-request-journal: the request journal must be enabled to record stubs"
+        );
+    }
+    let proxy_all = match &opts.proxy_all {
+        Some(url) => Some(proxy_all_stub(url)?),
+        None => None,
+    };
+    // Read the keystores before anything is loaded, so a bad one fails fast.
+    let tls = match opts.https_port {
+        Some(_) => {
+            let mut settings = opts.tls.clone();
+            settings.cert = opts.https_cert.clone();
+            settings.key = opts.https_key.clone();
+            let mut cfg = http::tls::server_config_from(&settings)?;
+            if !opts.http.http2_tls {
+                Arc::make_mut(&mut cfg).alpn_protocols = vec![b"http/1.1".to_vec()];
+            }
+            Some(cfg)
+        }
+        None => None,
+    };
     let root = opts.root_dir.clone();
     let ctx = opts.parse_context();
     let load_ctx = ctx.clone();
@@ -187,6 +255,20 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let engine = Arc::new(Engine::new(Vec::new()));
     let store = Arc::new(Store::with_context(&opts.root_dir, engine.clone(), ctx));
     store.install_initial(report);
+    if let Some(stub) = proxy_all {
+        let mapping =
+            decoy_core::mapping::Mapping::parse(&stub, store.context(), None, &mut Vec::new())
+                .map_err(|errs| {
+                    anyhow::anyhow!(
+                        "--proxy-all: {}",
+                        errs.iter()
+                            .map(|e| e.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                })?;
+        store.upsert(mapping);
+    }
     let metrics = Arc::new(Metrics::default());
     let mq = decoy_mq::MqService::start(&opts.root_dir, mq_load, &metrics, plugins)?;
     // Start watching in the background while the listeners come up (setting up the
@@ -212,7 +294,15 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     });
     let (stop, stop_rx) = watch::channel(false);
     let journal = Arc::new(Journal::new(opts.journal_entries));
-    let proxy = ProxyClient::new(opts.proxy_timeout);
+    let proxy = ProxyClient::new(opts.proxy_timeout)
+        .preserving_host(opts.preserve_host_header)
+        .via(opts.proxy_via.clone());
+    let recorder = opts.record_mappings.then(|| {
+        Arc::new(crate::http::recorder::Recorder::new(
+            &opts.root_dir,
+            opts.match_headers.clone(),
+        ))
+    });
     let admin = Arc::new(Admin {
         store: store.clone(),
         journal: journal.clone(),
@@ -230,6 +320,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         proxy,
         admin: Some(admin.clone()),
         cfg: opts.http.clone(),
+        recorder,
     });
     let stub_role = if opts.admin_port.is_some() {
         Role::Stubs
@@ -237,21 +328,24 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         Role::StubsAndAdmin
     };
 
-    let listener = http::bind(&opts.bind_address, opts.port)
-        .await
-        .with_context(|| format!("cannot listen on {}:{}", opts.bind_address, opts.port))?;
-    let http_addr = listener.local_addr()?;
-    let mut tasks = vec![tokio::spawn(http::serve(
-        listener,
-        None,
-        services.clone(),
-        stub_role,
-        stop_rx.clone(),
-    ))];
+    let mut tasks = Vec::new();
+    let mut http_addr = None;
+    if !opts.disable_http {
+        let listener = http::bind(&opts.bind_address, opts.port)
+            .await
+            .with_context(|| format!("cannot listen on {}:{}", opts.bind_address, opts.port))?;
+        http_addr = Some(listener.local_addr()?);
+        tasks.push(tokio::spawn(http::serve(
+            listener,
+            None,
+            services.clone(),
+            stub_role,
+            stop_rx.clone(),
+        )));
+    }
 
     let mut https_addr = None;
-    if let Some(port) = opts.https_port {
-        let tls = http::tls::server_config(opts.https_cert.as_deref(), opts.https_key.as_deref())?;
+    if let (Some(port), Some(tls)) = (opts.https_port, tls) {
         let listener = http::bind(&opts.bind_address, port)
             .await
             .with_context(|| format!("cannot listen on {}:{port} for HTTPS", opts.bind_address))?;
@@ -287,8 +381,12 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         Some(task) => task.await.context("starting the file watcher")?,
         None => None,
     };
+    let Some(http_addr) = http_addr.or(https_addr) else {
+        bail!("no listener was started");
+    };
     Ok(Running {
         http_addr,
+        http_disabled: opts.disable_http,
         https_addr,
         admin_addr,
         engine,

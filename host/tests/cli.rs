@@ -388,3 +388,805 @@ fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library()
         "{err}"
     );
 }
+
+// ---- WireMock 3.13.2's command line ----
+
+/// `java -jar wiremock-standalone-3.13.2.jar --help`, with the two defaults that name
+/// paths of the machine it ran on shortened.
+const WIREMOCK_HELP: &str = include_str!("../../tests/cli/wiremock-3.13.2-help.txt");
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Takes {
+    Nothing,
+    Value,
+    OptionalValue,
+}
+
+/// Every option of WireMock's `--help`: its name and whether it takes a value.
+fn wiremock_options() -> Vec<(String, Takes)> {
+    let mut columns: Vec<String> = Vec::new();
+    for line in WIREMOCK_HELP.lines() {
+        // The option column is 40 characters wide; a long one goes on below, indented.
+        let first: String = line.chars().take(40).collect();
+        if first.starts_with("--") && first[2..].starts_with(|c: char| c.is_ascii_alphabetic()) {
+            columns.push(first.trim().to_owned());
+        } else if first.starts_with("  ")
+            && !first.trim().is_empty()
+            && let Some(last) = columns.last_mut()
+        {
+            if !last.ends_with('-') {
+                last.push(' ');
+            }
+            last.push_str(first.trim());
+        }
+    }
+    columns
+        .iter()
+        .map(|c| {
+            let name = c[2..].split_whitespace().next().unwrap().to_owned();
+            let takes = if c.contains("<String>") {
+                Takes::Value
+            } else if c.contains("[String]") {
+                Takes::OptionalValue
+            } else {
+                Takes::Nothing
+            };
+            (name, takes)
+        })
+        .collect()
+}
+
+/// A value decoy accepts for a WireMock option that takes one.
+fn sample_value(name: &str) -> &'static str {
+    match name {
+        "port" | "https-port" => "0",
+        "bind-address" => "127.0.0.1",
+        "admin-api-basic-auth" => "user:secret",
+        "proxy-all" => "http://127.0.0.1:9",
+        "proxy-via" => "127.0.0.1:9",
+        "match-headers" => "Accept,X-Tenant",
+        "container-threads" => "2",
+        "jetty-idle-timeout" | "proxy-timeout" => "30000",
+        "max-request-journal-entries" => "100",
+        "keystore-type" | "truststore-type" => "pkcs12",
+        "filename-template" => "{{{method}}}-{{{url}}}",
+        "extensions" => "com.example.Transformer",
+        _ => "10",
+    }
+}
+
+/// Options decoy carries out (the others must say at start that they are ignored).
+const CARRIED_OUT: &[&str] = &[
+    "port",
+    "https-port",
+    "bind-address",
+    "root-dir",
+    "verbose",
+    "no-request-journal",
+    "max-request-journal-entries",
+    "proxy-timeout",
+    "global-response-templating",
+    "local-response-templating",
+    "disable-http",
+    "enable-stub-cors",
+    "admin-api-basic-auth",
+    "admin-api-require-https",
+    "proxy-all",
+    "preserve-host-header",
+    "proxy-via",
+    "record-mappings",
+    "keystore-password",
+    "key-manager-password",
+    "keystore-type",
+    "truststore-password",
+    "truststore-type",
+    "jetty-idle-timeout",
+    "container-threads",
+    "disable-http2-plain",
+    "disable-http2-tls",
+];
+
+/// Runs `decoy serve ARGS`, waits for its ready line and stops it; returns the ready
+/// line and what it printed on stderr, or why it did not start.
+fn start_and_stop(args: &[String]) -> Result<(String, String), String> {
+    let mut child = decoy()
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let _ = child.wait();
+    if line.contains("listening on") {
+        Ok((line, err))
+    } else {
+        Err(err)
+    }
+}
+
+#[test]
+fn every_wiremock_option_is_accepted_with_wiremock_syntax() {
+    let options = wiremock_options();
+    assert!(options.len() >= 70, "{options:?}");
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let root_dir = dir.path().to_str().unwrap().to_owned();
+    // Each option alone, as `--opt value` and as `--opt=value` (bare and `=value`
+    // for those whose value is optional), on top of what starts a server on port 0.
+    let mut runs: Vec<(String, Vec<String>)> = Vec::new();
+    for (name, takes) in &options {
+        if name == "help" || name == "version" {
+            continue;
+        }
+        let value = if name == "root-dir" {
+            root_dir.as_str()
+        } else {
+            sample_value(name)
+        };
+        let forms: Vec<Vec<String>> = match takes {
+            Takes::Nothing => vec![vec![format!("--{name}")]],
+            Takes::Value => vec![
+                vec![format!("--{name}"), value.to_owned()],
+                vec![format!("--{name}={value}")],
+            ],
+            Takes::OptionalValue => {
+                vec![vec![format!("--{name}")], vec![format!("--{name}={value}")]]
+            }
+        };
+        for form in forms {
+            let mut args = form;
+            for (base, v) in [
+                ("port", "0"),
+                ("bind-address", "127.0.0.1"),
+                ("root-dir", root_dir.as_str()),
+            ] {
+                if base == name || (base == "port" && name == "disable-http") {
+                    continue;
+                }
+                args.extend([format!("--{base}"), v.to_owned()]);
+            }
+            // What WireMock's parser requires alongside (the stores are not read
+            // without --https-port).
+            match name.as_str() {
+                "disable-http" => args.extend(["--https-port".into(), "0".into()]),
+                "keystore-password" => args.extend(["--https-keystore".into(), "ks.jks".into()]),
+                "truststore-password" | "https-require-client-cert" => {
+                    args.extend(["--https-truststore".into(), "ts.jks".into()])
+                }
+                _ => {}
+            }
+            runs.push((name.clone(), args));
+        }
+    }
+    let failures = std::sync::Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((name, args)) = runs.get(i) else {
+                        break;
+                    };
+                    match start_and_stop(args) {
+                        Err(err) => failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("decoy serve {}: did not start: {err}", args.join(" "))),
+                        Ok((_, err)) => {
+                            if !CARRIED_OUT.contains(&name.as_str())
+                                && !err.contains(&format!("--{name} is ignored: "))
+                            {
+                                failures.lock().unwrap().push(format!(
+                                    "decoy serve {}: neither carried out nor said to be ignored; stderr: {err}",
+                                    args.join(" ")
+                                ));
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn version_and_help_exit_at_once() {
+    let out = decoy().args(["serve", "--version"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("0."),
+        "{out:?}"
+    );
+    let out = decoy().args(["serve", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--enable-stub-cors",
+        "--https-keystore",
+        "--proxy-all",
+        "--record-mappings",
+    ] {
+        assert!(text.contains(flag), "{flag} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn bad_option_values_are_refused_naming_the_option_and_the_reason() {
+    for (args, expected) in [
+        (
+            vec!["--admin-api-basic-auth", "no-colon"],
+            "--admin-api-basic-auth",
+        ),
+        (vec!["--container-threads", "0"], "--container-threads"),
+        (vec!["--jetty-idle-timeout", "soon"], "--jetty-idle-timeout"),
+        (vec!["--proxy-all", "not a url"], "--proxy-all"),
+        (vec!["--proxy-via", "no-port"], "--proxy-via"),
+        (vec!["--disable-http"], "--https-port"),
+        (
+            vec![
+                "--https-port",
+                "0",
+                "--https-keystore",
+                "/nonexistent/ks.jks",
+            ],
+            "--https-keystore",
+        ),
+        (
+            vec!["--record-mappings", "--no-request-journal"],
+            "--record-mappings",
+        ),
+    ] {
+        let out = decoy()
+            .arg("serve")
+            .args(&args)
+            .args(["--bind-address", "127.0.0.1", "--root-dir"])
+            .arg(root(&[]).path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // WireMock: "The HTTP listener can't have a port set and be disabled".
+    let out = decoy()
+        .args([
+            "serve",
+            "--port",
+            "1",
+            "--disable-http",
+            "--https-port",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--disable-http"));
+}
+
+fn raw_request(port: u16, request: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn header_of<'a>(response: &'a str, name: &str) -> Option<&'a str> {
+    let head = response.split("\r\n\r\n").next().unwrap_or("");
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then_some(v.trim())
+    })
+}
+
+#[test]
+fn stub_cors_answers_preflights_and_decorates_answers_as_wiremock() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let (mut child, port, _) = spawn_on_port_zero(&["serve", "--enable-stub-cors"], dir.path());
+    let pre = raw_request(
+        port,
+        "OPTIONS /hi HTTP/1.1\r\nHost: x\r\nOrigin: http://ex.com\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: X-Foo, Content-Type\r\nConnection: close\r\n\r\n",
+    );
+    assert!(pre.starts_with("HTTP/1.1 200 OK"), "{pre}");
+    for (name, value) in [
+        ("vary", "Origin"),
+        ("access-control-allow-origin", "http://ex.com"),
+        ("access-control-allow-credentials", "true"),
+        ("access-control-max-age", "1800"),
+        (
+            "access-control-allow-methods",
+            "OPTIONS,GET,POST,PUT,PATCH,DELETE",
+        ),
+        ("access-control-allow-headers", "X-Foo,Content-Type"),
+        ("content-length", "0"),
+    ] {
+        assert_eq!(header_of(&pre, name), Some(value), "{name} in {pre}");
+    }
+    // A method outside the list: 200 with only Vary.
+    let refused = raw_request(
+        port,
+        "OPTIONS /hi HTTP/1.1\r\nHost: x\r\nOrigin: http://ex.com\r\nAccess-Control-Request-Method: TRACE\r\nConnection: close\r\n\r\n",
+    );
+    assert!(refused.starts_with("HTTP/1.1 200 OK"), "{refused}");
+    assert_eq!(header_of(&refused, "access-control-allow-origin"), None);
+    let got = raw_request(
+        port,
+        "GET /hi HTTP/1.1\r\nHost: x\r\nOrigin: http://ex.com\r\nConnection: close\r\n\r\n",
+    );
+    assert!(got.ends_with("hello"), "{got}");
+    assert_eq!(
+        header_of(&got, "access-control-allow-origin"),
+        Some("http://ex.com")
+    );
+    assert_eq!(
+        header_of(&got, "access-control-allow-credentials"),
+        Some("true")
+    );
+    assert_eq!(header_of(&got, "vary"), Some("Origin"));
+    // No origin: no CORS headers but Vary; no preflight: OPTIONS goes to the stubs.
+    let plain = http_get(port, "/hi");
+    assert_eq!(header_of(&plain, "access-control-allow-origin"), None);
+    let options = raw_request(
+        port,
+        "OPTIONS /hi HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(options.starts_with("HTTP/1.1 404"), "{options}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+#[test]
+fn admin_basic_auth_and_require_https() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let (mut child, port, _) = spawn_on_port_zero(
+        &["serve", "--admin-api-basic-auth", "user:secret"],
+        dir.path(),
+    );
+    let none = http_get(port, "/__admin/health");
+    assert!(none.starts_with("HTTP/1.1 401"), "{none}");
+    assert_eq!(header_of(&none, "content-length"), Some("0"));
+    // user:wrong, then user:secret, in base64.
+    let wrong = raw_request(
+        port,
+        "GET /__admin/health HTTP/1.1\r\nHost: x\r\nAuthorization: Basic dXNlcjp3cm9uZw==\r\nConnection: close\r\n\r\n",
+    );
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    let right = raw_request(
+        port,
+        "GET /__admin/health HTTP/1.1\r\nHost: x\r\nAuthorization: Basic dXNlcjpzZWNyZXQ=\r\nConnection: close\r\n\r\n",
+    );
+    assert!(right.starts_with("HTTP/1.1 200"), "{right}");
+    // Stubs need no credentials.
+    assert!(http_get(port, "/hi").ends_with("hello"));
+    child.kill().unwrap();
+    let _ = child.wait();
+
+    let (mut child, port, _) = spawn_on_port_zero(
+        &["serve", "--admin-api-require-https", "--https-port", "0"],
+        dir.path(),
+    );
+    let plain = http_get(port, "/__admin/health");
+    assert!(plain.starts_with("HTTP/1.1 403"), "{plain}");
+    assert!(
+        plain.contains("\"title\" : \"HTTPS is required for accessing the admin API\""),
+        "{plain}"
+    );
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+/// Waits until `dir` holds a file whose name starts with `prefix`, and returns it.
+fn wait_for_file(dir: &std::path::Path, prefix: &str) -> std::path::PathBuf {
+    for _ in 0..100 {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(prefix) {
+                    // Written whole before the mapping: give the write a moment.
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    return e.path();
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("no {prefix}* in {}", dir.display());
+}
+
+#[test]
+fn proxy_all_forwards_and_record_mappings_writes_what_went_through() {
+    let upstream_root = root(&[("mappings/hi.json", GOOD)]);
+    let (mut upstream, up_port, _) = spawn_on_port_zero(&["serve"], upstream_root.path());
+    let rec = root(&[]);
+    let target = format!("http://127.0.0.1:{up_port}");
+    let (mut proxy, port, _) = spawn_on_port_zero(
+        &[
+            "serve",
+            "--no-watch",
+            "--proxy-all",
+            &target,
+            "--preserve-host-header",
+            "--record-mappings",
+            "--match-headers",
+            "X-Tenant,Accept",
+        ],
+        rec.path(),
+    );
+    let answer = raw_request(
+        port,
+        "GET /hi HTTP/1.1\r\nHost: original.example:81\r\nX-Tenant: t1\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("hello"), "{answer}");
+    // A path the upstream has no stub for: its 404 comes back (and is recorded).
+    let missing = http_get(port, "/nothing");
+    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+
+    // --preserve-host-header: the upstream saw the client's Host.
+    let journal = http_get(up_port, "/__admin/requests");
+    assert!(journal.contains("original.example:81"), "{journal}");
+
+    let mapping = wait_for_file(&rec.path().join("mappings"), "mapping-hi-");
+    let text = std::fs::read_to_string(&mapping).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(m["request"]["url"], "/hi", "{text}");
+    assert_eq!(m["request"]["method"], "GET", "{text}");
+    assert_eq!(
+        m["request"]["headers"]["X-Tenant"]["equalTo"], "t1",
+        "{text}"
+    );
+    assert!(m["request"]["headers"].get("Accept").is_none(), "{text}");
+    assert_eq!(m["response"]["status"], 200, "{text}");
+    let body_file = m["response"]["bodyFileName"].as_str().unwrap();
+    assert!(body_file.starts_with("body-hi-"), "{text}");
+    let body = std::fs::read_to_string(rec.path().join("__files").join(body_file)).unwrap();
+    assert_eq!(body, "hello");
+    wait_for_file(&rec.path().join("mappings"), "mapping-nothing-");
+    // The same request again is not recorded twice.
+    raw_request(
+        port,
+        "GET /hi HTTP/1.1\r\nHost: original.example:81\r\nX-Tenant: t1\r\nConnection: close\r\n\r\n",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let n = std::fs::read_dir(rec.path().join("mappings"))
+        .unwrap()
+        .count();
+    assert_eq!(n, 2);
+    proxy.kill().unwrap();
+    upstream.kill().unwrap();
+    let _ = (proxy.wait(), upstream.wait());
+
+    // What was recorded serves the same answer without the upstream.
+    let (mut replay, port, _) = spawn_on_port_zero(&["serve"], rec.path());
+    let again = raw_request(
+        port,
+        "GET /hi HTTP/1.1\r\nHost: x\r\nX-Tenant: t1\r\nConnection: close\r\n\r\n",
+    );
+    assert!(again.ends_with("hello"), "{again}");
+    replay.kill().unwrap();
+    let _ = replay.wait();
+}
+
+type ClientIdentity = (
+    rustls::pki_types::CertificateDer<'static>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+/// `GET /hi` over TLS to `localhost:port`, trusting the PEM certificates `roots`.
+fn tls_get(port: u16, roots: &[u8], client: Option<ClientIdentity>) -> Result<String, String> {
+    use std::sync::Arc;
+    let mut store = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut &roots[..]) {
+        store.add(c.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(store);
+    let cfg = match client {
+        Some((cert, key)) => builder.with_client_auth_cert(vec![cert], key).unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let conn =
+        rustls::ClientConnection::new(Arc::new(cfg), "localhost".try_into().unwrap()).unwrap();
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(b"GET /hi HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    match tls.read_to_end(&mut out) {
+        Ok(_) => {}
+        // A peer that closes without close_notify: what came is still the answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn https_port_of(line: &str) -> u16 {
+    line.split("https://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTPS port in {line:?}"))
+}
+
+fn keytool(args: &[&str]) -> bool {
+    match Command::new("keytool").args(args).output() {
+        Ok(out) if out.status.success() => true,
+        Ok(out) => panic!("keytool {args:?}: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(_) => false,
+    }
+}
+
+/// Keystores made by Java's `keytool` (skipped where there is no Java): JKS with a key
+/// password of its own, PKCS#12, RSA and EC keys; and a JKS truststore.
+#[test]
+fn https_keystores_in_jks_and_pkcs12_serve_https() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let stores = [
+        ("rsa.jks", "JKS", "RSA", "storepw", "keypass1"),
+        ("ec.jks", "JKS", "EC", "storepw", "storepw"),
+        ("rsa.p12", "PKCS12", "RSA", "storepw", "storepw"),
+        ("ec.p12", "PKCS12", "EC", "storepw", "storepw"),
+    ];
+    for (file, kind, alg, storepass, keypass) in stores {
+        let made = keytool(&[
+            "-genkeypair",
+            "-alias",
+            "server",
+            "-keyalg",
+            alg,
+            "-dname",
+            "CN=localhost",
+            "-ext",
+            "SAN=dns:localhost,ip:127.0.0.1",
+            "-validity",
+            "3650",
+            "-storetype",
+            kind,
+            "-keystore",
+            &p(file),
+            "-storepass",
+            storepass,
+            "-keypass",
+            keypass,
+        ]);
+        if !made {
+            eprintln!("skipped: keytool (Java) is not installed");
+            return;
+        }
+        let cert = p(&format!("{file}.pem"));
+        keytool(&[
+            "-exportcert",
+            "-rfc",
+            "-alias",
+            "server",
+            "-keystore",
+            &p(file),
+            "-storepass",
+            storepass,
+            "-file",
+            &cert,
+        ]);
+        let roots = std::fs::read(&cert).unwrap();
+        let (mut child, _, line) = spawn_on_port_zero(
+            &[
+                "serve",
+                "--https-port",
+                "0",
+                "--https-keystore",
+                &p(file),
+                "--keystore-password",
+                storepass,
+                "--key-manager-password",
+                keypass,
+                "--keystore-type",
+                kind,
+            ],
+            dir.path(),
+        );
+        let answer = tls_get(https_port_of(&line), &roots, None).unwrap();
+        assert!(answer.ends_with("hello"), "{file}: {answer}");
+        child.kill().unwrap();
+        let _ = child.wait();
+    }
+    // Wrong passwords are named.
+    for (args, expected) in [
+        (vec!["--keystore-password", "nope"], "--keystore-password"),
+        (
+            vec!["--keystore-password", "storepw"],
+            "--key-manager-password",
+        ),
+    ] {
+        let out = decoy()
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--https-port",
+                "0",
+                "--https-keystore",
+                &p("rsa.jks"),
+            ])
+            .args(&args)
+            .args(["--root-dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expected),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `--https-require-client-cert`: a client certificate issued by one in the truststore
+/// (PEM here, and JKS and PKCS#12 made by `keytool` where Java is installed) gets in,
+/// a client without one does not.
+#[test]
+fn https_require_client_cert_checks_against_the_truststore() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let server = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    std::fs::write(p("server.pem"), server.cert.pem()).unwrap();
+    std::fs::write(p("server.key"), server.key_pair.serialize_pem()).unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    std::fs::write(p("ca.pem"), ca.pem()).unwrap();
+    let client_key = rcgen::KeyPair::generate().unwrap();
+    let mut client = rcgen::CertificateParams::new(vec!["client".to_owned()]).unwrap();
+    client.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client = client.signed_by(&client_key, &ca, &ca_key).unwrap();
+    let identity = || -> ClientIdentity {
+        (
+            client.der().clone(),
+            rustls::pki_types::PrivateKeyDer::Pkcs8(client_key.serialize_der().into()),
+        )
+    };
+    let mut truststores = vec![(p("ca.pem"), "password")];
+    for (file, kind) in [("trust.jks", "JKS"), ("trust.p12", "PKCS12")] {
+        if keytool(&[
+            "-importcert",
+            "-noprompt",
+            "-alias",
+            "ca",
+            "-file",
+            &p("ca.pem"),
+            "-storetype",
+            kind,
+            "-keystore",
+            &p(file),
+            "-storepass",
+            "trustpw",
+        ]) {
+            truststores.push((p(file), "trustpw"));
+        }
+    }
+    let roots = std::fs::read(p("server.pem")).unwrap();
+    for (store, password) in truststores {
+        let (mut child, _, line) = spawn_on_port_zero(
+            &[
+                "serve",
+                "--https-port",
+                "0",
+                "--https-cert",
+                &p("server.pem"),
+                "--https-key",
+                &p("server.key"),
+                "--https-require-client-cert",
+                "--https-truststore",
+                &store,
+                "--truststore-password",
+                password,
+            ],
+            dir.path(),
+        );
+        let port = https_port_of(&line);
+        let answer = tls_get(port, &roots, Some(identity())).unwrap();
+        assert!(answer.ends_with("hello"), "{store}: {answer}");
+        let refused = tls_get(port, &roots, None);
+        assert!(
+            refused.as_ref().is_err() || refused.as_ref().is_ok_and(|a| !a.contains("hello")),
+            "{store}: {refused:?}"
+        );
+        child.kill().unwrap();
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn disable_http_serves_https_only() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let mut child = decoy()
+        .args([
+            "serve",
+            "--disable-http",
+            "--https-port",
+            "0",
+            "--bind-address",
+            "127.0.0.1",
+            "--root-dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening on https://127.0.0.1:"), "{line}");
+    assert!(!line.contains("http://"), "{line}");
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+#[test]
+fn jetty_idle_timeout_closes_idle_connections() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let (mut child, port, _) =
+        spawn_on_port_zero(&["serve", "--jetty-idle-timeout", "300"], dir.path());
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /hi HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("hello"));
+    // Kept alive, then closed by decoy once idle for 300 ms (well before 5 s).
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(s.read(&mut buf).unwrap(), 0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    child.kill().unwrap();
+    let _ = child.wait();
+}
+
+/// `--proxy-via`: a plain-HTTP target is asked of the proxy in absolute form. decoy
+/// itself stands in for the proxy here: it answers an absolute-form request by its path.
+#[test]
+fn proxy_via_sends_proxied_requests_through_the_proxy() {
+    let proxy_root = root(&[("mappings/hi.json", GOOD)]);
+    let (mut proxy, proxy_port, _) = spawn_on_port_zero(&["serve"], proxy_root.path());
+    let dir = root(&[]);
+    let via = format!("user:pw@127.0.0.1:{proxy_port}");
+    let (mut child, port, _) = spawn_on_port_zero(
+        &[
+            "serve",
+            "--proxy-all",
+            "http://target.invalid:81",
+            "--proxy-via",
+            &via,
+        ],
+        dir.path(),
+    );
+    let answer = http_get(port, "/hi");
+    assert!(answer.ends_with("hello"), "{answer}");
+    let journal = http_get(proxy_port, "/__admin/requests");
+    assert!(journal.contains("target.invalid:81"), "{journal}");
+    // user:pw
+    assert!(journal.contains("Basic dXNlcjpwdw=="), "{journal}");
+    child.kill().unwrap();
+    proxy.kill().unwrap();
+    let _ = (child.wait(), proxy.wait());
+}

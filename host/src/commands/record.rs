@@ -30,6 +30,10 @@ pub struct RecordArgs {
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     decoy_logging(args.serve.verbose());
+    for line in args.serve.ignored() {
+        eprintln!("decoy: {line}");
+    }
+    let workers = args.serve.worker_threads();
     let mut spec = json!({
         "targetBaseUrl": args.target,
         "repeatsAsScenarios": !args.no_scenarios,
@@ -56,7 +60,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("recording reads the request journal: drop --no-request-journal");
     }
     opts.journal_entries = opts.journal_entries.max(100_000);
-    runtime()?.block_on(async move {
+    runtime(workers)?.block_on(async move {
         let running = start(opts).await?;
         let admin = running.admin.clone();
         admin

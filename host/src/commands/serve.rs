@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use decoy::http::{DEFAULT_MAX_BODY, HttpConfig};
+use decoy::http::via::ProxyVia;
+use decoy::http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY, HttpConfig, tls};
 use decoy::server::{ServeOptions, start};
 
 #[derive(Debug, Args)]
@@ -80,30 +81,395 @@ pub struct ServeArgs {
     #[arg(long, hide = true)]
     local_response_templating: bool,
 
-    // WireMock flags accepted so existing scripts keep working; they change nothing
-    // here, because decoy is always asynchronous and never logs per request unless
-    // --verbose is given.
+    // ---- WireMock 3 options decoy carries out (docs/lifecycle.md, "Command line") ----
+    /// Do not listen for plain HTTP (needs --https-port).
+    #[arg(long, conflicts_with = "port")]
+    disable_http: bool,
+    /// Answer CORS preflights and add CORS headers to stub answers, as WireMock does.
+    #[arg(long)]
+    enable_stub_cors: bool,
+    /// Admin requests need HTTP Basic credentials `user:password`; others get 401.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = basic_auth)]
+    admin_api_basic_auth: Option<String>,
+    /// Admin requests over plain HTTP get 403.
+    #[arg(long)]
+    admin_api_require_https: bool,
+    /// Forward every request no stub answers (a priority-10 stub) to this base URL.
+    #[arg(long, value_name = "URL")]
+    proxy_all: Option<String>,
+    /// Send proxied requests through this HTTP proxy (CONNECT for https targets).
+    #[arg(long, value_name = "[USER:PASSWORD@]HOST:PORT", value_parser = ProxyVia::parse)]
+    proxy_via: Option<ProxyVia>,
+    /// Proxied requests keep the client's Host header instead of the target's.
+    #[arg(long)]
+    preserve_host_header: bool,
+    /// Write every proxied exchange into mappings/ and __files/ as it happens.
+    #[arg(long)]
+    record_mappings: bool,
+    /// With --record-mappings: request headers (comma-separated) to record as matches.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    match_headers: Vec<String>,
+    /// Keystore with the HTTPS certificate and key: JKS, PKCS#12 or PEM.
+    #[arg(long, value_name = "FILE")]
+    https_keystore: Option<PathBuf>,
+    /// Password of --https-keystore.
+    #[arg(long, value_name = "PASSWORD", requires = "https_keystore", default_value = tls::DEFAULT_PASSWORD, hide_default_value = true)]
+    keystore_password: String,
+    /// Password of the private key in --https-keystore (JKS).
+    #[arg(long, value_name = "PASSWORD", default_value = tls::DEFAULT_PASSWORD, hide_default_value = true)]
+    key_manager_password: String,
+    /// Type of --https-keystore (jks, pkcs12, pem); read from the file when absent.
+    #[arg(long, value_name = "TYPE")]
+    keystore_type: Option<String>,
+    /// Certificates client certificates must be issued by: JKS, PKCS#12 or PEM.
+    #[arg(long, value_name = "FILE")]
+    https_truststore: Option<PathBuf>,
+    /// Password of --https-truststore.
+    #[arg(long, value_name = "PASSWORD", requires = "https_truststore", default_value = tls::DEFAULT_PASSWORD, hide_default_value = true)]
+    truststore_password: String,
+    /// Type of --https-truststore (jks, pkcs12, pem); read from the file when absent.
+    #[arg(long, value_name = "TYPE")]
+    truststore_type: Option<String>,
+    /// HTTPS clients must present a certificate issued by one in --https-truststore.
+    #[arg(long, requires = "https_truststore")]
+    https_require_client_cert: bool,
+    /// Close an HTTP/1 connection idle this long, in milliseconds (default 30000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    jetty_idle_timeout: Option<u64>,
+    /// Worker threads serving requests (default: one per core). On a machine shared
+    /// with a load generator, 1 can cut tail latency (docs/performance.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    container_threads: Option<u32>,
+    /// No HTTP/2 on the plain port (h2c); HTTP/1.1 only.
+    #[arg(long)]
+    disable_http2_plain: bool,
+    /// No HTTP/2 on the HTTPS port (ALPN offers http/1.1 only).
+    #[arg(long)]
+    disable_http2_tls: bool,
+
+    // ---- WireMock options accepted so existing scripts keep working; each one given
+    // is named at start with why it changes nothing here (see `ignored`). ----
     #[arg(long, hide = true)]
     disable_banner: bool,
     #[arg(long, hide = true)]
     disable_request_logging: bool,
+    #[arg(long, hide = true)]
+    disable_gzip: bool,
     #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "true")]
     async_response_enabled: Option<String>,
     #[arg(long, hide = true)]
-    async_response_threads: Option<u32>,
+    async_response_threads: Option<String>,
     #[arg(long, hide = true)]
-    container_threads: Option<u32>,
+    jetty_acceptor_threads: Option<String>,
     #[arg(long, hide = true)]
-    jetty_acceptor_threads: Option<u32>,
+    jetty_accept_queue_size: Option<String>,
     #[arg(long, hide = true)]
-    jetty_accept_queue_size: Option<u32>,
+    jetty_header_buffer_size: Option<String>,
     #[arg(long, hide = true)]
-    disable_gzip: bool,
+    jetty_header_request_size: Option<String>,
+    #[arg(long, hide = true)]
+    jetty_header_response_size: Option<String>,
+    #[arg(long, hide = true)]
+    jetty_stop_timeout: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
+    timeout: Option<String>,
+    #[arg(long, hide = true)]
+    extensions: Option<String>,
+    #[arg(long, hide = true)]
+    disable_extensions_scanning: bool,
+    #[arg(long, hide = true)]
+    disable_response_templating: bool,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
+    max_template_cache_entries: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
+    permitted_system_keys: Option<String>,
+    #[arg(long, hide = true)]
+    filename_template: Option<String>,
+    #[arg(long, hide = true)]
+    webhook_threadpool_size: Option<String>,
+    #[arg(long, hide = true)]
+    disable_optimize_xml_factories_loading: bool,
+    #[arg(long, hide = true)]
+    disable_strict_http_headers: bool,
+    #[arg(long, hide = true)]
+    use_chunked_encoding: Option<String>,
+    #[arg(long, hide = true)]
+    print_all_network_traffic: bool,
+    #[arg(long, hide = true)]
+    logged_response_body_size_limit: Option<String>,
+    #[arg(long, hide = true)]
+    load_resources_from_classpath: Option<String>,
+    #[arg(long, hide = true)]
+    preserve_user_agent_proxy_header: bool,
+    #[arg(long, hide = true)]
+    supported_proxy_encodings: Option<String>,
+    #[arg(long, hide = true)]
+    max_http_client_connections: Option<String>,
+    #[arg(long, hide = true)]
+    disable_connection_reuse: Option<String>,
+    #[arg(long, hide = true)]
+    allow_proxy_targets: Option<String>,
+    #[arg(long, hide = true)]
+    deny_proxy_targets: Option<String>,
+    #[arg(long, hide = true)]
+    enable_browser_proxying: bool,
+    #[arg(long, hide = true)]
+    proxy_pass_through: Option<String>,
+    #[arg(long, hide = true)]
+    trust_all_proxy_targets: bool,
+    #[arg(long, hide = true)]
+    trust_proxy_target: Vec<String>,
+    #[arg(long, hide = true)]
+    ca_keystore: Option<String>,
+    #[arg(long, hide = true)]
+    ca_keystore_password: Option<String>,
+    #[arg(long, hide = true)]
+    ca_keystore_type: Option<String>,
+}
+
+/// `--admin-api-basic-auth`: exactly `user:password`, as WireMock requires.
+fn basic_auth(v: &str) -> Result<String, String> {
+    if v.split(':').count() != 2 {
+        return Err("credentials must be in the format username:password".into());
+    }
+    Ok(v.to_owned())
 }
 
 impl ServeArgs {
     pub fn verbose(&self) -> bool {
         self.verbose
+    }
+
+    /// `--container-threads`: the runtime's worker threads.
+    pub fn worker_threads(&self) -> Option<usize> {
+        self.container_threads.map(|n| n as usize)
+    }
+
+    /// One line for each WireMock option given that changes nothing in decoy, saying
+    /// why or what takes its place.
+    pub fn ignored(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut note = |given: bool, flag: &str, why: &str| {
+            if given {
+                out.push(format!("{flag} is ignored: {why}"));
+            }
+        };
+        let jetty = "decoy is not built on Jetty; its tokio runtime and hyper size themselves";
+        note(
+            self.disable_banner,
+            "--disable-banner",
+            "decoy prints no banner",
+        );
+        note(
+            self.disable_request_logging,
+            "--disable-request-logging",
+            "decoy logs each request only with --verbose",
+        );
+        note(
+            self.disable_gzip,
+            "--disable-gzip",
+            "decoy never gzips answers itself",
+        );
+        note(
+            self.async_response_enabled.is_some(),
+            "--async-response-enabled",
+            "decoy always answers asynchronously (a delay is a timer, not a thread)",
+        );
+        note(
+            self.async_response_threads.is_some(),
+            "--async-response-threads",
+            "decoy always answers asynchronously; --container-threads sets its worker threads",
+        );
+        note(
+            self.jetty_acceptor_threads.is_some(),
+            "--jetty-acceptor-threads",
+            jetty,
+        );
+        note(
+            self.jetty_accept_queue_size.is_some(),
+            "--jetty-accept-queue-size",
+            "decoy's listen backlog is 4096",
+        );
+        note(
+            self.jetty_header_buffer_size.is_some(),
+            "--jetty-header-buffer-size",
+            jetty,
+        );
+        note(
+            self.jetty_header_request_size.is_some(),
+            "--jetty-header-request-size",
+            jetty,
+        );
+        note(
+            self.jetty_header_response_size.is_some(),
+            "--jetty-header-response-size",
+            jetty,
+        );
+        note(
+            self.jetty_stop_timeout.is_some(),
+            "--jetty-stop-timeout",
+            "on shutdown decoy lets requests in flight finish for up to 5 s",
+        );
+        note(
+            self.timeout.is_some(),
+            "--timeout",
+            "it is Jetty's timeout for asynchronous servlet requests; decoy's delays are timers, and --proxy-timeout bounds proxied calls",
+        );
+        note(
+            self.extensions.is_some(),
+            "--extensions",
+            "Java extensions cannot run in decoy; write the extension as a WebAssembly plugin (docs/plugins.md)",
+        );
+        note(
+            self.disable_extensions_scanning,
+            "--disable-extensions-scanning",
+            "decoy loads only the plugins mappings name (docs/plugins.md)",
+        );
+        note(
+            self.disable_response_templating,
+            "--disable-response-templating",
+            "decoy templates only stubs that name the response-template transformer (or all with --global-response-templating)",
+        );
+        note(
+            self.max_template_cache_entries.is_some(),
+            "--max-template-cache-entries",
+            "the response-template plugin keeps its own bounded cache of compiled templates",
+        );
+        note(
+            self.permitted_system_keys.is_some(),
+            "--permitted-system-keys",
+            "the sandboxed response-template plugin has no systemValue helper and reads no environment, so there is nothing to permit",
+        );
+        note(
+            self.filename_template.is_some(),
+            "--filename-template",
+            "decoy names saved and recorded stub files itself (docs/lifecycle.md)",
+        );
+        note(
+            self.webhook_threadpool_size.is_some(),
+            "--webhook-threadpool-size",
+            "decoy has no webhook thread pool",
+        );
+        note(
+            self.disable_optimize_xml_factories_loading,
+            "--disable-optimize-xml-factories-loading",
+            "decoy does not use Java's XML factories",
+        );
+        note(
+            self.disable_strict_http_headers,
+            "--disable-strict-http-headers",
+            jetty,
+        );
+        note(
+            self.use_chunked_encoding.is_some(),
+            "--use-chunked-encoding",
+            "decoy sends a Content-Length with every whole body and chunks only dribbled ones",
+        );
+        note(
+            self.print_all_network_traffic,
+            "--print-all-network-traffic",
+            "use --verbose to log every request and the stub that answered it",
+        );
+        note(
+            self.logged_response_body_size_limit.is_some(),
+            "--logged-response-body-size-limit",
+            "the journal shares each answer's body with the stub instead of copying it; bound it with --max-request-journal-entries",
+        );
+        note(
+            self.load_resources_from_classpath.is_some(),
+            "--load-resources-from-classpath",
+            "there is no classpath; use --root-dir",
+        );
+        note(
+            self.proxy_via.is_some(),
+            "--proxy-via",
+            "not implemented yet: proxied requests go straight to their target",
+        );
+        note(
+            self.preserve_user_agent_proxy_header,
+            "--preserve-user-agent-proxy-header",
+            "decoy always forwards the client's User-Agent",
+        );
+        note(
+            self.supported_proxy_encodings.is_some(),
+            "--supported-proxy-encodings",
+            "decoy forwards the client's Accept-Encoding as sent",
+        );
+        note(
+            self.max_http_client_connections.is_some(),
+            "--max-http-client-connections",
+            "decoy's proxy client pools connections without a fixed limit",
+        );
+        note(
+            self.disable_connection_reuse.is_some(),
+            "--disable-connection-reuse",
+            "decoy's proxy client always reuses upstream connections",
+        );
+        note(
+            self.allow_proxy_targets.is_some(),
+            "--allow-proxy-targets",
+            "NOT ENFORCED: decoy proxies to any target a stub names; restrict outbound traffic another way",
+        );
+        note(
+            self.deny_proxy_targets.is_some(),
+            "--deny-proxy-targets",
+            "NOT ENFORCED: decoy proxies to any target a stub names; restrict outbound traffic another way",
+        );
+        let browser =
+            "decoy is not a browser (forward) proxy; use proxyBaseUrl stubs or --proxy-all";
+        note(
+            self.enable_browser_proxying,
+            "--enable-browser-proxying",
+            browser,
+        );
+        note(
+            self.proxy_pass_through.is_some(),
+            "--proxy-pass-through",
+            browser,
+        );
+        note(
+            self.trust_all_proxy_targets,
+            "--trust-all-proxy-targets",
+            browser,
+        );
+        note(
+            !self.trust_proxy_target.is_empty(),
+            "--trust-proxy-target",
+            browser,
+        );
+        note(self.ca_keystore.is_some(), "--ca-keystore", browser);
+        note(
+            self.ca_keystore_password.is_some(),
+            "--ca-keystore-password",
+            browser,
+        );
+        note(
+            self.ca_keystore_type.is_some(),
+            "--ca-keystore-type",
+            browser,
+        );
+        let no_https = "no --https-port is given";
+        note(
+            self.https_port.is_none() && self.https_keystore.is_some(),
+            "--https-keystore",
+            no_https,
+        );
+        note(
+            self.https_port.is_none() && self.https_truststore.is_some(),
+            "--https-truststore",
+            no_https,
+        );
+        note(
+            self.https_port.is_none() && self.https_require_client_cert,
+            "--https-require-client-cert",
+            no_https,
+        );
+        note(
+            !self.record_mappings && !self.match_headers.is_empty(),
+            "--match-headers",
+            "it applies to --record-mappings, which is not given",
+        );
+        out
     }
 
     pub fn options(self) -> ServeOptions {
@@ -117,6 +483,14 @@ impl ServeArgs {
             http: HttpConfig {
                 max_body: self.max_request_body_size,
                 verbose: self.verbose,
+                stub_cors: self.enable_stub_cors,
+                admin_basic_auth: self.admin_api_basic_auth,
+                admin_require_https: self.admin_api_require_https,
+                idle_timeout: self
+                    .jetty_idle_timeout
+                    .map_or(DEFAULT_IDLE_TIMEOUT, std::time::Duration::from_millis),
+                http2_plain: !self.disable_http2_plain,
+                http2_tls: !self.disable_http2_tls,
             },
             strict: self.strict,
             watch: !self.no_watch,
@@ -136,14 +510,41 @@ impl ServeArgs {
                     .or_else(decoy_plugin_host::Plugins::default_cache_dir)
             },
             global_templating: self.global_response_templating,
+            tls: tls::TlsSettings {
+                cert: None,
+                key: None,
+                keystore: self.https_keystore,
+                keystore_password: self.keystore_password,
+                key_password: self.key_manager_password,
+                keystore_type: self.keystore_type,
+                truststore: self.https_truststore,
+                truststore_password: self.truststore_password,
+                truststore_type: self.truststore_type,
+                require_client_cert: self.https_require_client_cert,
+            },
+            disable_http: self.disable_http,
+            proxy_all: self.proxy_all,
+            preserve_host_header: self.preserve_host_header,
+            proxy_via: self.proxy_via,
+            record_mappings: self.record_mappings,
+            match_headers: self
+                .match_headers
+                .into_iter()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect(),
         }
     }
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     decoy_logging(args.verbose);
+    for line in args.ignored() {
+        eprintln!("decoy: {line}");
+    }
+    let workers = args.worker_threads();
     let opts = args.options();
-    runtime()?.block_on(async move {
+    runtime(workers)?.block_on(async move {
         let running = start(opts).await?;
         announce(&running);
         let stop = running.stopper();
@@ -157,12 +558,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The multi-threaded tokio runtime every serving command runs on.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
+/// The multi-threaded tokio runtime every serving command runs on, with `workers`
+/// worker threads (`--container-threads`; default one per core).
+pub fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        b.worker_threads(n);
+    }
+    b.enable_all().build().context("starting the async runtime")
 }
 
 /// Prints load problems and the ready line (which tests and scripts wait for).
@@ -173,13 +576,15 @@ pub fn announce(running: &decoy::server::Running) {
     for p in &running.report.problems {
         eprintln!("rejected: {p}");
     }
-    let mut line = format!(
-        "decoy {} listening on http://{}",
-        env!("CARGO_PKG_VERSION"),
-        running.http_addr
-    );
+    let mut line = format!("decoy {} listening on ", env!("CARGO_PKG_VERSION"));
+    if !running.http_disabled {
+        line.push_str(&format!("http://{}", running.http_addr));
+    }
     if let Some(a) = running.https_addr {
-        line.push_str(&format!(" and https://{a}"));
+        if !running.http_disabled {
+            line.push_str(" and ");
+        }
+        line.push_str(&format!("https://{a}"));
     }
     if let Some(a) = running.admin_addr {
         line.push_str(&format!(", admin API on http://{a}/__admin"));

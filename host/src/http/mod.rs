@@ -12,9 +12,13 @@
 //! one short lock, measured in `docs/performance.md`.
 
 pub mod body;
+pub mod cors;
 pub mod fault;
+pub mod jks;
 pub mod proxy;
+pub mod recorder;
 pub mod tls;
+pub mod via;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -52,13 +56,35 @@ pub struct HttpConfig {
     pub max_body: usize,
     /// Log every request and its outcome.
     pub verbose: bool,
+    /// `--enable-stub-cors`: answer CORS preflights and add CORS headers to stub answers.
+    pub stub_cors: bool,
+    /// `--admin-api-basic-auth`: the `user:password` admin requests must send.
+    pub admin_basic_auth: Option<String>,
+    /// `--admin-api-require-https`: admin requests over plain HTTP get a 403.
+    pub admin_require_https: bool,
+    /// How long a kept-alive HTTP/1 connection may sit idle (and a client may take to
+    /// send a request's headers) before it is closed (`--jetty-idle-timeout`).
+    pub idle_timeout: Duration,
+    /// HTTP/2 with prior knowledge on the plain port (`--disable-http2-plain` turns it off).
+    pub http2_plain: bool,
+    /// HTTP/2 by ALPN on the HTTPS port (`--disable-http2-tls` turns it off).
+    pub http2_tls: bool,
 }
+
+/// Jetty's default idle timeout, which WireMock keeps.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             max_body: DEFAULT_MAX_BODY,
             verbose: false,
+            stub_cors: false,
+            admin_basic_auth: None,
+            admin_require_https: false,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            http2_plain: true,
+            http2_tls: true,
         }
     }
 }
@@ -73,6 +99,8 @@ pub struct Services {
     /// The admin API (`None` in the few tests that run without one).
     pub admin: Option<Arc<Admin>>,
     pub cfg: HttpConfig,
+    /// `--record-mappings`: every proxied answer is written as a mapping file.
+    pub recorder: Option<Arc<recorder::Recorder>>,
 }
 
 /// What a listener answers.
@@ -112,8 +140,16 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30));
+        .header_read_timeout(services.cfg.idle_timeout);
     builder.http2().timer(TokioTimer::new());
+    let http2 = if acceptor.is_some() {
+        services.cfg.http2_tls
+    } else {
+        services.cfg.http2_plain
+    };
+    if !http2 {
+        builder = builder.http1_only();
+    }
     let builder = Arc::new(builder);
     loop {
         let (stream, peer) = tokio::select! {
@@ -248,6 +284,9 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let admin_path = admin_path.filter(|rest| rest.is_empty() || rest.starts_with('/'));
     match (conn.role, admin_path, &services.admin) {
         (Role::StubsAndAdmin | Role::Admin, Some(rest), Some(admin)) => {
+            if let Some(refused) = admin_refusal(&services.cfg, conn.scheme, &parts.headers) {
+                return render(refused, version);
+            }
             return admin_reply(admin, &parts, rest, body, version).await;
         }
         (Role::Admin, _, _) => {
@@ -261,6 +300,16 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         }
         _ => {}
     }
+
+    if services.cfg.stub_cors
+        && let Some(preflight) = cors::preflight(&parts.method, &parts.headers)
+    {
+        return render(preflight, version);
+    }
+    let cors_origin = services
+        .cfg
+        .stub_cors
+        .then(|| parts.headers.get(http::header::ORIGIN).cloned());
 
     let mut snap = RequestSnapshot::new(parts.method.as_str(), url);
     snap.scheme = conn.scheme;
@@ -308,6 +357,12 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             }
         }
     }
+    if proxied && let Some(recorder) = &services.recorder {
+        recorder.record(&snap, &plan);
+    }
+    if let Some(origin) = cors_origin {
+        cors::decorate(&mut plan, origin, mapping.is_some());
+    }
     let process_time = read_at.elapsed();
     transport.observe(process_time);
     if services.journal.enabled() {
@@ -348,6 +403,48 @@ fn protocol_name(v: Version) -> &'static str {
         Version::HTTP_2 => "HTTP/2.0",
         Version::HTTP_10 => "HTTP/1.0",
         _ => "HTTP/1.1",
+    }
+}
+
+/// `--admin-api-require-https` and `--admin-api-basic-auth`, checked as WireMock
+/// checks them: HTTPS first (403 with WireMock's error document), then the
+/// credentials (401 with no body).
+fn admin_refusal(
+    cfg: &HttpConfig,
+    scheme: &str,
+    headers: &http::HeaderMap,
+) -> Option<ResponsePlan> {
+    if cfg.admin_require_https && scheme != "https" {
+        let mut plan = text_plan(
+            403,
+            "{\n  \"errors\" : [ {\n    \"code\" : 40,\n    \"title\" : \"HTTPS is required for accessing the admin API\"\n  } ]\n}".into(),
+        );
+        plan.headers = Arc::from(vec![(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )]);
+        return Some(plan);
+    }
+    let expected = cfg.admin_basic_auth.as_deref()?;
+    let given = headers
+        .get_all(http::header::AUTHORIZATION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| {
+            let (scheme, creds) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("basic").then_some(creds.trim())
+        })
+        .filter_map(|c| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.decode(c).ok()
+        })
+        .any(|c| c == expected.as_bytes());
+    if given {
+        None
+    } else {
+        let mut plan = text_plan(401, String::new());
+        plan.headers = Arc::from(Vec::new());
+        Some(plan)
     }
 }
 

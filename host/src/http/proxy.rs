@@ -4,6 +4,7 @@
 //! Mozilla's roots) is shared by every connection, so proxied load reuses upstream
 //! connections instead of opening one per request.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,6 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use super::via::{ProxyVia, ViaConnector};
 use decoy_spec::plan::ProxySpec;
 use decoy_spec::request::RequestSnapshot;
 
@@ -28,7 +30,7 @@ pub struct Upstream {
     pub body: Bytes,
 }
 
-type Inner = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Inner = Client<hyper_rustls::HttpsConnector<ViaConnector>, Full<Bytes>>;
 
 /// The client is built on first use: loading the system's CA certificates takes
 /// tens of milliseconds, which a server without proxy stubs should not pay at start.
@@ -36,9 +38,16 @@ type Inner = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 pub struct ProxyClient {
     client: std::sync::OnceLock<Inner>,
     timeout: Duration,
+    /// `--preserve-host-header`: send the client's `Host` instead of the target's.
+    preserve_host: bool,
+    /// `--proxy-via`: a forward proxy every proxied request goes through.
+    via: Option<Arc<ProxyVia>>,
 }
 
-fn build_client() -> Inner {
+fn build_client(via: Option<Arc<ProxyVia>>) -> Inner {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let tcp = ViaConnector { http, via };
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
     let builder = match builder.with_native_roots() {
         Ok(b) => b,
@@ -48,7 +57,7 @@ fn build_client() -> Inner {
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .build();
+        .wrap_connector(tcp);
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
         .build(connector)
@@ -76,7 +85,21 @@ impl ProxyClient {
         ProxyClient {
             client: std::sync::OnceLock::new(),
             timeout,
+            preserve_host: false,
+            via: None,
         }
+    }
+
+    /// Send proxied requests through a forward proxy (WireMock's `--proxy-via`).
+    pub fn via(mut self, via: Option<ProxyVia>) -> ProxyClient {
+        self.via = via.map(Arc::new);
+        self
+    }
+
+    /// Forward the client's `Host` header (WireMock's `--preserve-host-header`).
+    pub fn preserving_host(mut self, yes: bool) -> ProxyClient {
+        self.preserve_host = yes;
+        self
     }
 
     /// Sends `req` to the service `spec` names. The error is a message for the 500
@@ -93,7 +116,7 @@ impl ProxyClient {
         let mut headers = HeaderMap::with_capacity(req.headers.len() + spec.add_headers.len());
         for (name, value) in &req.headers {
             if is_hop_by_hop(name)
-                || name == header::HOST
+                || (name == header::HOST && !self.preserve_host)
                 || name == header::CONTENT_LENGTH
                 || spec.remove_headers.contains(name)
             {
@@ -103,6 +126,11 @@ impl ProxyClient {
         }
         for (name, value) in &spec.add_headers {
             headers.insert(name.clone(), value.clone());
+        }
+        if let Some(auth) = self.via.as_ref().and_then(|v| v.auth.clone())
+            && uri.scheme_str() != Some("https")
+        {
+            headers.insert(header::PROXY_AUTHORIZATION, auth);
         }
         let method = http::Method::from_bytes(req.method.as_bytes())
             .map_err(|_| format!("{:?} is not an HTTP method", req.method))?;
@@ -120,7 +148,7 @@ impl ProxyClient {
         let call = async {
             let resp = self
                 .client
-                .get_or_init(build_client)
+                .get_or_init(|| build_client(self.via.clone()))
                 .request(out)
                 .await
                 .map_err(|e| failure(&e))?;
