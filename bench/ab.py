@@ -60,7 +60,9 @@ def main():
             s.stop()
 
     for rnd in range(args.rounds):
-        for k, exe in builds.items():
+        # A then B, then B then A: neither build always runs on the heels of the other.
+        order = list(builds.items()) if rnd % 2 == 0 else list(reversed(builds.items()))
+        for k, exe in order:
             r, _ = load("static", exe, roots["static"], path="/static")
             res[k]["static"].append(r["rps"])
             r, _ = load("stubs-10", exe, roots[10], script=scripts[10])
@@ -70,8 +72,9 @@ def main():
             res[k]["rss-10000"].append(rss)
             print(f"round {rnd + 1} {k}: static {res[k]['static'][-1]:.0f}, 10 spread {res[k]['stubs-10'][-1]:.0f}, "
                   f"10,000 spread {res[k]['stubs-10000'][-1]:.0f} req/s, RSS {rss:.1f} MiB", flush=True)
-    for _ in range(args.starts):
-        for k, exe in builds.items():
+    for i in range(args.starts):
+        order = list(builds.items()) if i % 2 == 0 else list(reversed(builds.items()))
+        for k, exe in order:
             s = bench.decoy(roots[10000], bench.free_port(), exe=exe)
             try:
                 s.start()

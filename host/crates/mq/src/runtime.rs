@@ -566,7 +566,9 @@ mod tests {
                                     "properties": {"echo": "{{request.correlationId}}"},
                                     "transformers": ["response-template"]}}),
                 json!({"request": {"destination": "Q", "bodyMatcher": {"contains": "broken"}},
-                       "response": {"text": "{{jsonPath request.body '$.a'}}", "transformers": ["response-template"]}}),
+                       // A division by zero fails the whole template, as in WireMock (a
+                       // jsonPath on a body that is not JSON renders empty instead).
+                       "response": {"text": "{{math 1 '/' 0}}", "transformers": ["response-template"]}}),
             ],
             json!({"queue": "UNMATCHED"}),
         );
