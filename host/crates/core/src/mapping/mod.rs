@@ -804,7 +804,11 @@ mod size_tests {
     /// Before that, a Mapping was 1,024 bytes and RSS with 10,000 stubs 10 MB higher.
     #[test]
     fn a_mapping_stays_small() {
-        assert!(size_of::<super::Mapping>() <= 640, "{}", size_of::<super::Mapping>());
+        assert!(
+            size_of::<super::Mapping>() <= 640,
+            "{}",
+            size_of::<super::Mapping>()
+        );
         assert!(size_of::<decoy_matching::pattern::StringPattern>() <= 64);
         assert!(size_of::<decoy_matching::regex::Regex>() <= 56);
     }
