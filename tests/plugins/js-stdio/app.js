@@ -1,7 +1,8 @@
 // A test guest in JavaScript for decoy's handling of guest output, failures and
 // memory growth. The `mode` parameter says what it does:
 // - "print": increments "n" in the kv store, logs a line with console.log, answers "count=<n>";
-// - "throw": throws a string (uncaught: a trap, the text on stderr);
+// - "throw": throws a string (componentize-js traps: it expects {message});
+// - "error": throws {message}, which is the plugin-error value;
 // - "grow": keeps 64 KiB more per call in a global array, so the instance's memory
 //   grows call after call (answers the number of chunks kept);
 // - anything else: answers the response unchanged.
@@ -24,6 +25,10 @@ export const transformer = {
     }
     if (mode === 'throw') {
       throw 'js-stdio throws a string on purpose';
+    }
+    if (mode === 'error') {
+      // A thrown object with a string `message` is returned as the plugin-error.
+      throw { message: 'js-stdio refuses on purpose' };
     }
     if (mode === 'grow') {
       hoard.push(new Uint8Array(64 * 1024).fill(hoard.length & 255));
