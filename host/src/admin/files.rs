@@ -9,9 +9,9 @@ impl Admin {
     pub(super) fn files_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
         Some(match (req.method.as_str(), rest) {
             ("GET", []) => self.list_files(),
-            ("GET", [rest @ ..]) => self.file_op(req, &rest.join("/")),
-            ("PUT", [rest @ ..]) => self.file_op(req, &rest.join("/")),
-            ("DELETE", [rest @ ..]) => self.file_op(req, &rest.join("/")),
+            ("GET", rest) => self.file_op(req, &rest.join("/")),
+            ("PUT", rest) => self.file_op(req, &rest.join("/")),
+            ("DELETE", rest) => self.file_op(req, &rest.join("/")),
             _ => return None,
         })
     }
