@@ -9,6 +9,7 @@
 # Usage: bench/plugin-soak.sh PLUGINS_DIR
 #   PLUGINS_DIR holds json-field-matcher.wasm, python-pricing.wasm, js-echo.wasm and
 #   c-checksum.wasm (plugins/examples/build-all.sh PLUGINS_DIR builds them).
+# Runs are timed from a 3-second probe of the rate, so totals are approximate.
 # Environment: CALLS (default 1000000), PER_REQUEST_CALLS (default 100000),
 #   THREADS/CONNECTIONS for wrk (default 1 and 4), PORT (default 18090).
 # Needs wrk and a release build (cargo build --release -p decoy).
@@ -65,22 +66,19 @@ run() { # name plugin kind method body isolation calls
 wrk.method = "$method"
 wrk.body = '$body'
 wrk.headers["Content-Type"] = "application/json"
-local want = $want
-local sent = 0
-request = function()
-  sent = sent + 1
-  if sent > want then wrk.thread:stop() end
-  return wrk.format()
-end
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("WRK %d %d %d %d\n", summary.requests, e.status, e.connect + e.read + e.write + e.timeout, summary.duration))
 end
 EOF
-  # Each wrk thread stops itself after its share; the duration is only a bound.
-  local per_thread=$(( want / threads ))
-  sed -i "s/local want = $want/local want = $per_thread/" "$root/soak.lua"
-  wrk -t"$threads" -c"$conns" -d3600s -s "$root/soak.lua" "http://127.0.0.1:$port/soak" > "$root/wrk.txt" 2>&1 || true
+  # A first short run measures the rate; the second runs long enough for `want`
+  # calls (wrk stops on time, not on a count, so the total is a little over or under).
+  wrk -t"$threads" -c"$conns" -d3s -s "$root/soak.lua" "http://127.0.0.1:$port/soak" > "$root/probe.txt" 2>&1 || true
+  local probe_reqs probe_micros
+  read -r _ probe_reqs _ _ probe_micros < <(grep '^WRK' "$root/probe.txt")
+  local secs=$(( want * probe_micros / (probe_reqs > 0 ? probe_reqs : 1) / 1000000 + 1 ))
+  wrk -t"$threads" -c"$conns" -d"${secs}s" -s "$root/soak.lua" "http://127.0.0.1:$port/soak" > "$root/wrk.txt" 2>&1 || true
+  reqs_probe=$probe_reqs
   read -r _ reqs non2xx sockerr micros < <(grep '^WRK' "$root/wrk.txt")
   local rss
   rss=$(awk '/VmRSS/ {print int($2/1024)}' "/proc/$pid/status")
@@ -91,6 +89,7 @@ EOF
     retries=$(metric decoy_plugin_retries_total "$plugin")
   fi
   local rps=$(( reqs * 1000000 / (micros > 0 ? micros : 1) ))
+  reqs=$(( reqs + reqs_probe ))
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
     "$name" "$isolation" "$reqs" "$non2xx" "$sockerr" "$rps" "$created" "$retired" "$retries" "$rss"
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
