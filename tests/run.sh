@@ -47,6 +47,7 @@ export COMPONENTIZE_JS="$tools/node_modules/.bin/componentize-js"
 
 log "example plugins in Rust, Python, JavaScript and C"
 plugins/examples/build-all.sh target/example-plugins
+tests/plugins/build.sh target/example-plugins   # the Python and JavaScript test guests
 export DECOY_EXAMPLE_PLUGINS="$PWD/target/example-plugins"
 
 log "rust tests (unit, integration on port 0, fixture folders, property tests, RabbitMQ, plugins)"

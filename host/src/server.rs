@@ -193,6 +193,9 @@ fn proxy_all_stub(url: &str) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
+/// How long a mapping reload waits for a plugin it names to compile, once serving.
+pub const PLUGIN_LOAD_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Loads `opts.root_dir` and starts listening. Must run inside a tokio runtime.
 pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     if opts.disable_http && opts.https_port.is_none() {
@@ -251,6 +254,11 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
             summary.rejected,
             summary.problems.join("\n  ")
         );
+    }
+    // From now on a mapping (re)load never waits long for a plugin to compile: a
+    // plugin still compiling after this is served as 503 until it is ready.
+    if let Some(p) = &plugins {
+        p.set_load_wait(Some(PLUGIN_LOAD_WAIT));
     }
     let engine = Arc::new(Engine::new(Vec::new()));
     let store = Arc::new(Store::with_context(&opts.root_dir, engine.clone(), ctx));

@@ -44,6 +44,13 @@ impl Drop for WatchHandle {
     }
 }
 
+/// What the watcher's task receives.
+enum Msg {
+    Fs(notify::Result<notify::Event>),
+    /// A plugin finished loading after a reload stopped waiting for it.
+    PluginLoaded(String),
+}
+
 enum Change {
     /// These mapping files changed.
     Files(Vec<PathBuf>),
@@ -55,9 +62,10 @@ enum Change {
 
 /// Starts watching `store.root()`. Must run inside a tokio runtime.
 pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandle> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<notify::Result<notify::Event>>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
+    let fs_tx = tx.clone();
     let mut watcher = notify::recommended_watcher(move |ev| {
-        let _ = tx.send(ev);
+        let _ = fs_tx.send(Msg::Fs(ev));
     })?;
     let root = store
         .root()
@@ -65,6 +73,15 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
         .unwrap_or_else(|_| store.root().to_path_buf());
     watcher.watch(&root, RecursiveMode::Recursive)?;
     let plugins = store.context().plugins.clone();
+    if let Some(p) = &plugins {
+        // A plugin that was still compiling when a reload stopped waiting for it:
+        // re-read the mappings, so those naming it are checked against it.
+        let tx = std::sync::Mutex::new(tx);
+        p.on_loaded(Arc::new(move |name: &str| {
+            let tx = tx.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = tx.send(Msg::PluginLoaded(name.to_owned()));
+        }));
+    }
     let plugins_dir = plugins.as_ref().and_then(|p| p.dir()).map(|d| {
         // It may not exist yet (created later under the root): canonicalize its parent.
         d.canonicalize().unwrap_or_else(|_| {
@@ -101,24 +118,26 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
             if let Some(plugins) = &plugins
                 && !plugin_files.is_empty()
             {
-                let plugins = plugins.clone();
-                let reload_mappings = tokio::task::spawn_blocking(move || {
-                    let mut unknown = false;
-                    for name in plugin_files {
-                        match plugins.reload(&name) {
-                            Some(Ok(())) => {}
-                            Some(Err(e)) => tracing::error!(
-                                plugin = name,
-                                "the plugin changed but cannot be used; the previous version stays live: {e}"
-                            ),
-                            None => unknown = true,
-                        }
+                // A plugin in use is recompiled in the background (calls go on with
+                // the old code meanwhile); nothing here waits for a compilation.
+                let mut unknown = false;
+                for name in plugin_files {
+                    plugins.forget_failure(&name);
+                    if plugins.is_loaded(&name) {
+                        let plugins = plugins.clone();
+                        tokio::task::spawn_blocking(move || {
+                            if let Some(Err(e)) = plugins.reload(&name) {
+                                tracing::error!(
+                                    plugin = name,
+                                    "the plugin changed but cannot be used; the previous version stays live: {e}"
+                                );
+                            }
+                        });
+                    } else {
+                        unknown = true;
                     }
-                    unknown
-                })
-                .await
-                .unwrap_or(false);
-                if reload_mappings && change.is_none() {
+                }
+                if unknown && change.is_none() {
                     change = Some(Change::Everything);
                 }
             }
@@ -157,7 +176,7 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
 fn classify(
     root: &Path,
     plugins_dir: Option<&Path>,
-    batch: Vec<notify::Result<notify::Event>>,
+    batch: Vec<Msg>,
 ) -> (Option<Change>, bool, Vec<String>) {
     let mut plugin_files = Vec::new();
     let mq_paths: Vec<PathBuf> = decoy_mq::config::CONNECTION_FILES
@@ -171,7 +190,15 @@ fn classify(
     let mut changed = Vec::new();
     let mut everything = false;
     let mut rescan = false;
-    for ev in batch {
+    for msg in batch {
+        let ev = match msg {
+            Msg::Fs(ev) => ev,
+            Msg::PluginLoaded(name) => {
+                tracing::debug!(plugin = name, "plugin ready; re-reading the mappings");
+                everything = true;
+                continue;
+            }
+        };
         let Ok(ev) = ev else {
             rescan = true;
             mq_changed = true;

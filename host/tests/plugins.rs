@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::{get, send};
 use serde_json::{Value, json};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Builds a workspace crate for wasm32-wasip2 (once per test run) and returns the
 /// `.wasm` file.
@@ -187,7 +188,8 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
         ("/loop", "CPU deadline of 100 ms"),
         ("/memory", "memory limit of 64 MiB"),
         ("/trap", "trapped"),
-        ("/panic", "trapped"),
+        // The guest's panic message, from its stderr.
+        ("/panic", "the hostile plugin panics on purpose"),
         ("/status", "status 7"),
         ("/header", "invalid header name"),
         ("/error", "the hostile plugin refuses"),
@@ -228,6 +230,116 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
     assert!(
         metrics.contains("decoy_plugin_failures_total{plugin=\"hostile\"} 8"),
         "{metrics}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_plugin_that_prints_on_its_first_call_increments_kv_once() {
+    let dir = common::root_with_stubs(json!([hostile_stub("/print", "print")]));
+    install(dir.path(), "hostile", &hostile());
+    let server = common::serve(dir.path()).await;
+    for n in 1..=3 {
+        let a = get(server.http_addr, "/print").await;
+        assert_eq!((a.status, a.body.as_str()), (200, &*format!("count={n}")));
+    }
+    let plugin = &server.store.context().plugins.clone().unwrap().loaded()[0];
+    assert_eq!(plugin.stats.calls.load(Relaxed), 3);
+    assert_eq!(plugin.stats.instances_created.load(Relaxed), 1);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_prints_on_a_multi_threaded_runtime_runs_each_call_once() {
+    let dir = common::root_with_stubs(json!([hostile_stub("/print", "print")]));
+    install(dir.path(), "hostile", &hostile());
+    let server = common::serve(dir.path()).await;
+    let calls = (0..20).map(|_| get(server.http_addr, "/print"));
+    let answers = futures_util::future::join_all(calls).await;
+    let mut counts: Vec<u32> = answers
+        .iter()
+        .map(|a| a.body.trim_start_matches("count=").parse().unwrap())
+        .collect();
+    counts.sort_unstable();
+    assert_eq!(counts, (1..=20).collect::<Vec<_>>());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_warm_instance_whose_memory_grows_is_retired_before_its_cap_and_no_call_fails() {
+    let dir = common::root_with_stubs(json!([hostile_stub("/grow", "grow")]));
+    install(dir.path(), "hostile", &hostile());
+    std::fs::write(
+        dir.path().join("plugins/hostile.json"),
+        r#"{"memoryLimitMiB": 16}"#,
+    )
+    .unwrap();
+    let server = common::serve(dir.path()).await;
+    for i in 0..300 {
+        let a = get(server.http_addr, "/grow").await;
+        assert_eq!(a.status, 200, "call {i}: {}", a.body);
+    }
+    let plugin = &server.store.context().plugins.clone().unwrap().loaded()[0];
+    assert!(plugin.stats.instances_retired.load(Relaxed) >= 3);
+    assert_eq!(plugin.stats.retries.load(Relaxed), 0);
+    assert_eq!(plugin.stats.failures.load(Relaxed), 0);
+    let metrics = get(server.http_addr, "/__admin/metrics").await.body;
+    assert!(
+        metrics.contains("decoy_plugin_instances_retired_total{plugin=\"hostile\"}"),
+        "{metrics}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_that_hits_the_memory_cap_of_a_warm_instance_is_retried_once_on_a_fresh_one() {
+    let dir = common::root_with_stubs(json!([hostile_stub("/grow", "grow")]));
+    install(dir.path(), "hostile", &hostile());
+    // No retirement by memory: every instance grows until a call hits the cap.
+    std::fs::write(
+        dir.path().join("plugins/hostile.json"),
+        r#"{"memoryLimitMiB": 16, "retireAtMemoryPercent": 100}"#,
+    )
+    .unwrap();
+    let server = common::serve(dir.path()).await;
+    for i in 0..200 {
+        let a = get(server.http_addr, "/grow").await;
+        assert_eq!(a.status, 200, "call {i}: {}", a.body);
+    }
+    let plugin = &server.store.context().plugins.clone().unwrap().loaded()[0];
+    assert!(plugin.stats.retries.load(Relaxed) >= 2);
+    assert_eq!(plugin.stats.failures.load(Relaxed), 0);
+    let metrics = get(server.http_addr, "/__admin/metrics").await.body;
+    assert!(
+        metrics.contains("decoy_plugin_retries_total{plugin=\"hostile\"}"),
+        "{metrics}"
+    );
+    // A call that fails on a fresh instance too still gets the 500 with the reason.
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_instance_is_retired_after_max_calls_per_instance() {
+    let dir = common::root_with_stubs(json!([hostile_stub("/count", "count")]));
+    install(dir.path(), "hostile", &hostile());
+    std::fs::write(
+        dir.path().join("plugins/hostile.json"),
+        r#"{"maxCallsPerInstance": 2}"#,
+    )
+    .unwrap();
+    let server = common::serve(dir.path()).await;
+    let mut bodies = Vec::new();
+    for _ in 0..4 {
+        bodies.push(get(server.http_addr, "/count").await.body);
+    }
+    assert_eq!(
+        bodies,
+        [
+            "shared=1 instance=1",
+            "shared=2 instance=2",
+            "shared=3 instance=1",
+            "shared=4 instance=2"
+        ]
     );
     server.shutdown().await;
 }
@@ -336,25 +448,25 @@ async fn mappings_naming_unusable_plugins_are_rejected_with_the_reason() {
 
 #[test]
 fn plugin_check_reports_worlds_and_refuses_what_it_cannot_run() {
-    let r = decoy_plugin_host::check_file(&hostile()).unwrap();
+    let r = decoy_plugin_host::check_file(&hostile(), None).unwrap();
     assert!(r.worlds.contains(&"transformer-and-matcher"), "{r:?}");
-    let r = decoy_plugin_host::check_file(&json_matcher()).unwrap();
+    let r = decoy_plugin_host::check_file(&json_matcher(), None).unwrap();
     assert_eq!(r.worlds, vec!["matcher-plugin"]);
     assert!(r.imports.iter().any(|i| i.starts_with("wasi:")), "{r:?}");
 
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.wasm");
     std::fs::write(&junk, "hello").unwrap();
-    let e = decoy_plugin_host::check_file(&junk).unwrap_err();
+    let e = decoy_plugin_host::check_file(&junk, None).unwrap_err();
     assert!(e.contains("not a WebAssembly file"), "{e}");
     // A core module (not a component).
     let core = dir.path().join("core.wasm");
     std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
-    let e = decoy_plugin_host::check_file(&core).unwrap_err();
+    let e = decoy_plugin_host::check_file(&core, None).unwrap_err();
     assert!(e.contains("not a component"), "{e}");
     // A component that exports something else.
     let other = dir.path().join("other.wasm");
     std::fs::write(&other, b"\0asm\x0d\0\x01\0").unwrap();
-    let e = decoy_plugin_host::check_file(&other).unwrap_err();
+    let e = decoy_plugin_host::check_file(&other, None).unwrap_err();
     assert!(e.contains("exports neither"), "{e}");
 }

@@ -18,13 +18,30 @@ enum PluginCommand {
     Check {
         /// The plugin component (.wasm).
         file: PathBuf,
+        /// The compiled-code cache `serve` uses (default: $XDG_CACHE_HOME/decoy/plugins
+        /// or ~/.cache/decoy/plugins): a file checked or served before loads at once.
+        #[arg(long, value_name = "DIR")]
+        plugin_cache_dir: Option<PathBuf>,
+        /// Compile without reading or filling the cache.
+        #[arg(long, conflicts_with = "plugin_cache_dir")]
+        no_plugin_cache: bool,
     },
 }
 
 pub fn run(args: PluginArgs) -> anyhow::Result<ExitCode> {
     match args.command {
-        PluginCommand::Check { file } => {
-            let report = decoy_plugin_host::check_file(&file).map_err(anyhow::Error::msg)?;
+        PluginCommand::Check {
+            file,
+            plugin_cache_dir,
+            no_plugin_cache,
+        } => {
+            let cache = if no_plugin_cache {
+                None
+            } else {
+                plugin_cache_dir.or_else(decoy_plugin_host::Plugins::default_cache_dir)
+            };
+            let report = decoy_plugin_host::check_file(&file, cache.as_deref())
+                .map_err(anyhow::Error::msg)?;
             println!("{}: a decoy plugin (decoy:plugin@0.1.0)", file.display());
             println!("  worlds:  {}", report.worlds.join(", "));
             println!("  exports: {}", report.exports.join(", "));

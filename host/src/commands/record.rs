@@ -29,7 +29,7 @@ pub struct RecordArgs {
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    decoy_logging(args.serve.verbose());
+    decoy_logging(&args.serve.logging());
     for line in args.serve.ignored() {
         eprintln!("decoy: {line}");
     }

@@ -39,6 +39,13 @@ pub struct ServeArgs {
     /// Log every request and which mapping answered it.
     #[arg(long)]
     verbose: bool,
+    /// Log level: error, warn, info, debug or trace (default: warn, with plugin
+    /// output and plugin `log` calls at info; RUST_LOG overrides both).
+    #[arg(long, value_name = "LEVEL", value_parser = ["error", "warn", "info", "debug", "trace"])]
+    log_level: Option<String>,
+    /// Log line format on stderr.
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
     /// Do not watch mappings/ and __files/ for changes (hot reload is on by default).
     #[arg(long)]
     no_watch: bool,
@@ -236,8 +243,13 @@ fn basic_auth(v: &str) -> Result<String, String> {
 }
 
 impl ServeArgs {
-    pub fn verbose(&self) -> bool {
-        self.verbose
+    /// What `decoy_logging` needs.
+    pub fn logging(&self) -> Logging {
+        Logging {
+            verbose: self.verbose,
+            level: self.log_level.clone(),
+            json: self.log_format == "json",
+        }
     }
 
     /// `--container-threads`: the runtime's worker threads.
@@ -538,7 +550,7 @@ impl ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    decoy_logging(args.verbose);
+    decoy_logging(&args.logging());
     for line in args.ignored() {
         eprintln!("decoy: {line}");
     }
@@ -618,20 +630,34 @@ pub async fn wait_for_signal() {
     let _ = ctrl_c.await;
 }
 
-pub fn decoy_logging(verbose: bool) {
+/// Logging choices from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Logging {
+    pub verbose: bool,
+    pub level: Option<String>,
+    pub json: bool,
+}
+
+pub fn decoy_logging(opts: &Logging) {
     // lapin logs every message the broker returns (a reply to a queue that no
     // longer exists) at WARN with its whole content; decoy says it in one line.
-    let default = if verbose {
-        "info,lapin::returned_messages=error"
-    } else {
-        "warn,lapin::returned_messages=error"
+    // Plugins' `log` calls and their stdout/stderr (target `plugin`) show at info.
+    let default = match (&opts.level, opts.verbose) {
+        (Some(l), _) => format!("{l},lapin::returned_messages=error"),
+        (None, true) => "info,lapin::returned_messages=error".to_owned(),
+        (None, false) => "warn,plugin=info,lapin::returned_messages=error".to_owned(),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // Colours only on a terminal: redirected logs stay plain text.
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = if opts.json {
+        builder.json().try_init()
+    } else {
+        // Colours only on a terminal: redirected logs stay plain text.
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init()
+    };
 }

@@ -244,14 +244,14 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Per-plugin call, failure, timeout and instance counters.
+/// Per-plugin call, failure, timeout, instance, retirement and retry counters.
 pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<decoy_plugin_host::Plugin>]) {
     use std::sync::atomic::Ordering::Relaxed;
     if plugins.is_empty() {
         return;
     }
     type Get = fn(&decoy_plugin_host::PluginStats) -> u64;
-    let series: [(&str, &str, Get); 4] = [
+    let series: [(&str, &str, Get); 7] = [
         (
             "decoy_plugin_calls_total",
             "Plugin calls (matchers and transformers).",
@@ -271,6 +271,21 @@ pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<decoy_plugin_h
             "decoy_plugin_instances_created_total",
             "Plugin instances created (a warm one is reused when it can be).",
             |s| s.instances_created.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_instances_retired_total",
+            "Warm plugin instances retired before reaching a limit (memory high-water mark or maxCallsPerInstance).",
+            |s| s.instances_retired.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_retries_total",
+            "Plugin calls made again on a fresh instance because their warm instance hit its memory cap.",
+            |s| s.retries.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_loading_total",
+            "Plugin calls answered 503 because the plugin was still compiling.",
+            |s| s.loading.load(Relaxed),
         ),
     ];
     for (name, help, get) in series {

@@ -90,6 +90,7 @@ impl CustomMatch for CustomMatcher {
             .map_err(|f| MatchFailure {
                 matcher: f.plugin,
                 reason: f.reason,
+                loading: f.loading,
             })
     }
 }
@@ -232,6 +233,7 @@ impl Transformers {
             PluginFailure {
                 plugin: last.map(|p| p.name.clone()).unwrap_or_default(),
                 reason,
+                loading: false,
             }
         })
     }

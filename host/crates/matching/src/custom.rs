@@ -20,6 +20,8 @@ pub struct MatchFailure {
     /// Who failed (a plugin's name).
     pub matcher: String,
     pub reason: String,
+    /// The matcher is not ready yet (a plugin still compiling): try again shortly.
+    pub loading: bool,
 }
 
 impl std::fmt::Display for MatchFailure {

@@ -16,6 +16,8 @@ pub(crate) struct Warm {
     store: Store<State>,
     transformer: Option<transformer::Guest>,
     matcher: Option<matcher::Guest>,
+    /// Calls this instance has served.
+    calls: u64,
 }
 
 /// Why a plugin call gave no answer.
@@ -23,6 +25,9 @@ pub(crate) struct Warm {
 pub struct PluginFailure {
     pub plugin: String,
     pub reason: String,
+    /// The plugin is still compiling (a first load that outlived the wait): the
+    /// request may be tried again shortly (HTTP answers 503 with `Retry-After`).
+    pub loading: bool,
 }
 
 impl std::fmt::Display for PluginFailure {
@@ -54,8 +59,17 @@ impl Code {
             store,
             transformer,
             matcher,
+            calls: 0,
         })
     }
+}
+
+/// How one attempt at a call ended.
+enum Attempt<R> {
+    Done(Result<R, PluginFailure>),
+    /// A warm instance hit its memory cap, and the call changed nothing outside the
+    /// instance: it may be made once more on a fresh instance.
+    RetryFresh(PluginFailure),
 }
 
 impl Plugin {
@@ -66,7 +80,7 @@ impl Plugin {
         request: &wit::Request,
         response: &wit::Response,
     ) -> Result<wit::Response, PluginFailure> {
-        self.with_instance(|w| {
+        self.with_instance(context, |w| {
             let Some(t) = &w.transformer else {
                 return Ok(Err(wit::PluginError {
                     message: "it has no transformer (it is a matcher plugin)".into(),
@@ -82,7 +96,7 @@ impl Plugin {
         context: &wit::CallContext,
         request: &wit::Request,
     ) -> Result<bool, PluginFailure> {
-        self.with_instance(|w| {
+        self.with_instance(context, |w| {
             let Some(m) = &w.matcher else {
                 return Ok(Err(wit::PluginError {
                     message: "it has no matcher (it is a transformer plugin)".into(),
@@ -92,39 +106,50 @@ impl Plugin {
         })
     }
 
-    /// Runs `call` on an instance. Calls run directly on the calling thread. WASI's
-    /// blocking host functions (writing to stdout or stderr, sleeping, polling) drive
-    /// an async implementation with `block_on`, which panics on a thread that is
-    /// running async tasks; the first time a plugin does that, the panic is caught,
-    /// the instance dropped, the plugin marked, and the call made again (and every
-    /// later call of that plugin) under [`outside_async`], which costs a thread
-    /// hand-off per call. Side effects the first attempt had before it stopped (a
-    /// `kv` write, say) happen twice, once.
-    fn with_instance<R: Send>(
+    /// Runs `call` on an instance, on the calling thread. WASI's blocking functions
+    /// never block here (see `stdio.rs`), so nothing needs moving off the async
+    /// worker. A call that failed only because its warm instance reached its memory
+    /// cap, and changed nothing outside it, is made once more on a fresh instance;
+    /// every other call is made exactly once.
+    fn with_instance<R>(
         self: &Arc<Self>,
-        call: impl Fn(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>> + Send + Sync,
+        ctx: &wit::CallContext,
+        call: impl Fn(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>>,
     ) -> Result<R, PluginFailure> {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
-        let attempt = || {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.call_on_instance(&call)
-            }))
+        let Some(code) = self.code.load_full() else {
+            self.stats.loading.fetch_add(1, Ordering::Relaxed);
+            return Err(PluginFailure {
+                plugin: self.name.clone(),
+                reason: "the plugin is still loading (compiling); try again shortly".into(),
+                loading: true,
+            });
         };
-        let mut result = None;
-        if !self.needs_blocking.load(Ordering::Relaxed) {
-            match attempt() {
-                Err(_) if tokio::runtime::Handle::try_current().is_ok() => {
-                    self.needs_blocking.store(true, Ordering::Relaxed);
-                    tracing::info!(
-                        plugin = %self.name,
-                        "the plugin makes blocking WASI calls (stdout, stderr, sleep or poll); its calls now run off the async worker, which costs more per call"
-                    );
+        match self.guarded(|| self.attempt(&code, ctx, &call, false)) {
+            Attempt::Done(r) => r,
+            Attempt::RetryFresh(first) => {
+                self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(plugin = %self.name, mapping = %ctx.mapping_id, "a warm instance hit its memory cap; the call is made again on a fresh instance");
+                match self.guarded(|| self.attempt(&code, ctx, &call, true)) {
+                    Attempt::Done(Err(f)) => Err(PluginFailure {
+                        reason: format!(
+                            "{} (also on a fresh instance, after: {})",
+                            f.reason, first.reason
+                        ),
+                        ..f
+                    }),
+                    Attempt::Done(ok) => ok,
+                    Attempt::RetryFresh(f) => Err(f),
                 }
-                other => result = Some(other),
             }
         }
-        let result = result.unwrap_or_else(|| outside_async(attempt));
-        result.unwrap_or_else(|panic| {
+    }
+
+    /// A last line of defence: a panic in the host while serving a call (a bug, or
+    /// a WASI function not made safe here) fails that call, never the worker. The
+    /// instance it used is gone with the unwinding; the call is not made again.
+    fn guarded<R>(self: &Arc<Self>, f: impl FnOnce() -> Attempt<R>) -> Attempt<R> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
             let what = panic
                 .downcast_ref::<String>()
                 .map(String::as_str)
@@ -132,20 +157,23 @@ impl Plugin {
                 .unwrap_or("a panic");
             self.stats.failures.fetch_add(1, Ordering::Relaxed);
             tracing::error!(plugin = %self.name, "a plugin call failed in the host: {what}");
-            Err(PluginFailure {
+            Attempt::Done(Err(PluginFailure {
                 plugin: self.name.clone(),
                 reason: format!("the host failed while serving it: {what}"),
-            })
+                loading: false,
+            }))
         })
     }
 
-    fn call_on_instance<R>(
+    fn attempt<R>(
         self: &Arc<Self>,
+        code: &Arc<Code>,
+        ctx: &wit::CallContext,
         call: &impl Fn(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>>,
-    ) -> Result<R, PluginFailure> {
-        let code = self.code.load_full();
+        fresh: bool,
+    ) -> Attempt<R> {
         let pooled = code.settings.isolation == Isolation::Pooled;
-        let warm = if pooled {
+        let warm = if pooled && !fresh {
             code.pool.lock().unwrap_or_else(|p| p.into_inner()).pop()
         } else {
             None
@@ -156,44 +184,99 @@ impl Plugin {
                 self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
                 match code.instantiate(self.clone()) {
                     Ok(w) => w,
-                    Err(e) => return Err(self.failed(&code, &e, "could not be instantiated")),
+                    Err(e) => {
+                        return Attempt::Done(Err(self.failed(
+                            code,
+                            &e,
+                            None,
+                            "could not be instantiated",
+                        )));
+                    }
                 }
             }
         };
+        {
+            let state = warm.store.data_mut();
+            if state.mapping != ctx.mapping_id {
+                state.mapping.clone_from(&ctx.mapping_id);
+            }
+            state.side_effects = false;
+            state.stdio.clear_tail();
+        }
         warm.store
             .set_epoch_deadline(code.settings.deadline_ticks());
         let result = call(&mut warm);
-        let give_back = |warm: Warm| {
-            if pooled {
-                let mut pool = code.pool.lock().unwrap_or_else(|p| p.into_inner());
-                if pool.len() < code.settings.max_idle_instances {
-                    pool.push(warm);
-                }
-            }
-        };
+        warm.calls += 1;
+        let trapped = result.is_err();
+        warm.store.data_mut().forward_output(trapped);
         match result {
             Ok(Ok(v)) => {
-                give_back(warm);
-                Ok(v)
+                self.give_back(code, warm, pooled);
+                Attempt::Done(Ok(v))
             }
             Ok(Err(e)) => {
                 // An error the plugin returned as a value: the instance is sound.
-                give_back(warm);
+                self.give_back(code, warm, pooled);
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
-                Err(PluginFailure {
+                let reason = format!("it returned an error: {}", e.message);
+                tracing::warn!(plugin = %self.name, mapping = %ctx.mapping_id, "plugin call failed: {reason}");
+                Attempt::Done(Err(PluginFailure {
                     plugin: self.name.clone(),
-                    reason: format!("it returned an error: {}", e.message),
-                })
+                    reason,
+                    loading: false,
+                }))
             }
             // A trap: this instance is dropped (it cannot be entered again).
-            Err(e) => Err(self.failed(&code, &e, "trapped")),
+            Err(e) => {
+                let state = warm.store.data();
+                let retry = state.limits.hit_cap
+                    && warm.calls > 1
+                    && !state.side_effects
+                    && !fresh
+                    && pooled;
+                let failure = self.failed(code, &e, Some(&warm), "trapped");
+                if retry {
+                    // Not counted as a failure unless the fresh instance fails too.
+                    self.stats.failures.fetch_sub(1, Ordering::Relaxed);
+                    Attempt::RetryFresh(failure)
+                } else {
+                    Attempt::Done(Err(failure))
+                }
+            }
         }
     }
 
-    fn failed(&self, code: &Code, e: &wasmtime::Error, what: &str) -> PluginFailure {
+    /// Returns a sound instance to the pool, unless it is retired: its memory has
+    /// reached the high-water mark, or it has served its quota of calls.
+    fn give_back(&self, code: &Code, warm: Warm, pooled: bool) {
+        if !pooled {
+            return;
+        }
+        let s = &code.settings;
+        let retire = warm.store.data().limits.peak >= s.retire_at_bytes()
+            || (s.max_calls_per_instance > 0 && warm.calls >= s.max_calls_per_instance);
+        if retire {
+            self.stats.instances_retired.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(plugin = %self.name, calls = warm.calls, memory = warm.store.data().limits.peak, "instance retired");
+            return;
+        }
+        let mut pool = code.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < s.max_idle_instances {
+            pool.push(warm);
+        }
+    }
+
+    fn failed(
+        &self,
+        code: &Code,
+        e: &wasmtime::Error,
+        warm: Option<&Warm>,
+        what: &str,
+    ) -> PluginFailure {
         self.stats.failures.fetch_add(1, Ordering::Relaxed);
+        let hit_cap = warm.is_some_and(|w| w.store.data().limits.hit_cap);
         let text = format!("{e:#}");
-        let reason = if matches!(
+        let mut reason = if matches!(
             e.downcast_ref::<wasmtime::Trap>(),
             Some(wasmtime::Trap::Interrupt)
         ) {
@@ -202,43 +285,62 @@ impl Plugin {
                 "it ran past its CPU deadline of {} ms and was stopped",
                 code.settings.timeout_milliseconds
             )
-        } else if text.contains("growing memory") || text.contains("memory minimum size") {
+        } else if hit_cap || text.contains("growing memory") || text.contains("memory minimum size")
+        {
             format!(
                 "it went over its memory limit of {} MiB",
                 code.settings.memory_limit_mib
             )
         } else {
-            // Wasmtime appends a wasm backtrace; the first line says what happened.
-            let first = text.lines().next().unwrap_or_default().trim().to_owned();
-            let hint = if first.contains("unreachable") {
-                " (a panic or abort in the guest ends this way)"
+            let cause = match e.downcast_ref::<wasmtime::Trap>() {
+                Some(t) => t.to_string(),
+                None => e.root_cause().to_string(),
+            };
+            let cause = cause.lines().next().unwrap_or_default().trim().to_owned();
+            let hint = if cause.contains("unreachable") {
+                " (a panic, abort or uncaught exception in the guest ends this way)"
             } else {
                 ""
             };
-            format!("{what}: {first}{hint}")
+            format!("{what}: {cause}{hint}")
         };
+        if let Some(w) = warm {
+            let tail = w.store.data().stdio.stderr_tail();
+            if !tail.is_empty() {
+                reason.push_str("\nguest stderr:\n");
+                reason.push_str(&tail);
+            }
+        }
+        if let Some(bt) = e.downcast_ref::<wasmtime::WasmBacktrace>() {
+            let frames: Vec<String> = bt
+                .frames()
+                .iter()
+                .take(12)
+                .enumerate()
+                .map(|(i, f)| {
+                    let module = f.module().name().unwrap_or("<module>");
+                    match f.func_name() {
+                        Some(n) => format!("  {i}: {module}!{n}"),
+                        None => format!("  {i}: {module}!<function {}>", f.func_index()),
+                    }
+                })
+                .collect();
+            if !frames.is_empty() {
+                reason.push_str("\nwasm backtrace:\n");
+                reason.push_str(&frames.join("\n"));
+                if bt.frames().len() > frames.len() {
+                    reason.push_str(&format!(
+                        "\n  ... {} more",
+                        bt.frames().len() - frames.len()
+                    ));
+                }
+            }
+        }
         tracing::warn!(plugin = %self.name, origin = %code.origin, "plugin call failed: {reason}");
         PluginFailure {
             plugin: self.name.clone(),
             reason,
+            loading: false,
         }
-    }
-}
-
-/// Runs `f` where WASI's synchronous host functions may block: they drive their
-/// async implementation with `block_on`, which tokio forbids on a thread that is
-/// running async tasks. On a multi-threaded runtime's worker, `block_in_place` hands
-/// the worker's other tasks to another thread for the duration; on a
-/// current-thread runtime (tests, tools) the call runs on a scoped thread.
-fn outside_async<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Err(_) => f(),
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        Ok(_) => std::thread::scope(|s| {
-            s.spawn(f)
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        }),
     }
 }

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use wasmtime::StoreLimits;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::Plugin;
 use super::decoy::plugin::{kv, log, types};
+use super::stdio::Stdio;
 
 /// Limits of the `kv` store, per plugin.
 const KV_MAX_KEY: usize = 1024;
@@ -18,29 +18,92 @@ const KV_MAX_KEYS: usize = 100_000;
 pub(crate) struct State {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: Limits,
+    /// What the guest writes to stdout and stderr (forwarded to the log per call).
+    pub(crate) stdio: Stdio,
     /// The plugin this instance belongs to (for `kv` and log tags).
     plugin: Arc<Plugin>,
+    /// The mapping of the call under way (for log tags).
+    pub(crate) mapping: String,
+    /// Whether the call under way changed the `kv` store (such a call is not retried).
+    pub(crate) side_effects: bool,
+}
+
+/// The memory cap of one instance, and how much it has grown to (a
+/// `ResourceLimiter`: wasmtime asks it before any linear memory grows).
+#[derive(Debug)]
+pub(crate) struct Limits {
+    cap: usize,
+    /// The largest linear memory of this instance, in bytes.
+    pub(crate) peak: usize,
+    /// A growth was refused because it would pass the cap.
+    pub(crate) hit_cap: bool,
+}
+
+impl wasmtime::ResourceLimiter for Limits {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.cap {
+            self.hit_cap = true;
+            return Err(wasmtime::Error::msg(format!(
+                "growing memory to {desired} bytes would pass its limit of {} bytes",
+                self.cap
+            )));
+        }
+        self.peak = self.peak.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        _desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(true)
+    }
 }
 
 impl State {
     pub(crate) fn new(plugin: Arc<Plugin>, memory_limit: usize) -> State {
         // Nothing from the host: no preopened directories, no environment, no
-        // arguments, no sockets, stdin empty and stdout/stderr discarded.
+        // arguments, no sockets, stdin empty; stdout and stderr are captured in
+        // memory (see `stdio.rs`).
+        let stdio = Stdio::default();
         let wasi = WasiCtx::builder()
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
+            .stdout(stdio.stdout.clone())
+            .stderr(stdio.stderr.clone())
             .build();
         State {
             wasi,
             table: ResourceTable::new(),
-            limits: wasmtime::StoreLimitsBuilder::new()
-                .memory_size(memory_limit)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: Limits {
+                cap: memory_limit,
+                peak: 0,
+                hit_cap: false,
+            },
+            stdio,
             plugin,
+            mapping: String::new(),
+            side_effects: false,
         }
+    }
+
+    /// Sends what the guest wrote to the log (`all`: an unfinished line too).
+    pub(crate) fn forward_output(&mut self, all: bool) {
+        self.stdio.forward(
+            &self.plugin.name,
+            &self.mapping,
+            &self.plugin.line_budget,
+            all,
+        );
     }
 }
 
@@ -58,16 +121,27 @@ impl types::Host for State {}
 impl log::Host for State {
     fn log(&mut self, level: log::Level, message: String, fields: Vec<(String, String)>) {
         let plugin = self.plugin.name.as_str();
+        let mapping = self.mapping.as_str();
         let fields = fields
             .iter()
             .map(|(k, v)| format!(" {k}={v:?}"))
             .collect::<String>();
         match level {
-            log::Level::Trace => tracing::trace!(plugin, "{message}{fields}"),
-            log::Level::Debug => tracing::debug!(plugin, "{message}{fields}"),
-            log::Level::Info => tracing::info!(plugin, "{message}{fields}"),
-            log::Level::Warn => tracing::warn!(plugin, "{message}{fields}"),
-            log::Level::Error => tracing::error!(plugin, "{message}{fields}"),
+            log::Level::Trace => {
+                tracing::trace!(target: "plugin", plugin, mapping, "{message}{fields}")
+            }
+            log::Level::Debug => {
+                tracing::debug!(target: "plugin", plugin, mapping, "{message}{fields}")
+            }
+            log::Level::Info => {
+                tracing::info!(target: "plugin", plugin, mapping, "{message}{fields}")
+            }
+            log::Level::Warn => {
+                tracing::warn!(target: "plugin", plugin, mapping, "{message}{fields}")
+            }
+            log::Level::Error => {
+                tracing::error!(target: "plugin", plugin, mapping, "{message}{fields}")
+            }
         }
     }
 }
@@ -95,10 +169,13 @@ impl kv::Host for State {
             return Err(format!("the store is full ({KV_MAX_KEYS} keys)"));
         }
         kv.insert(key, value);
+        drop(kv);
+        self.side_effects = true;
         Ok(())
     }
 
     fn delete(&mut self, key: String) -> bool {
+        self.side_effects = true;
         self.kv().remove(&key).is_some()
     }
 
@@ -124,6 +201,8 @@ impl kv::Host for State {
             return Err(format!("the store is full ({KV_MAX_KEYS} keys)"));
         }
         kv.insert(key, next.to_string().into_bytes());
+        drop(kv);
+        self.side_effects = true;
         Ok(next)
     }
 

@@ -25,17 +25,18 @@
 mod call;
 mod host_api;
 mod load;
+mod stdio;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 
 pub use call::PluginFailure;
-pub use load::{PluginSettings, check_file};
+pub use load::{CheckReport, PluginSettings, check_file};
 
 wasmtime::component::bindgen!({
     path: "../../../wit",
@@ -61,13 +62,36 @@ struct Runtime {
     linker: wasmtime::component::Linker<host_api::State>,
 }
 
+/// Called with a plugin's name when a load that outlived [`Plugins::set_load_wait`]
+/// ends (mappings accepted while it compiled may now be checked against it).
+pub type LoadedHook = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Every plugin a loaded mapping has named, by name.
 #[derive(Debug)]
 pub struct Plugins {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
-    runtime: OnceLock<Result<Runtime, String>>,
+    runtime: OnceLock<Result<Arc<Runtime>, String>>,
     loaded: Mutex<HashMap<String, Arc<Plugin>>>,
+    /// Loads that failed after their caller stopped waiting, with the state of the
+    /// files then: the same files fail at once, changed ones are tried again.
+    failures: Mutex<HashMap<String, (FilesStamp, String)>>,
+    /// How long `get` waits for a compilation (`None`: until it ends).
+    wait: Mutex<Option<Duration>>,
+    on_loaded: Mutex<Option<LoadedHook>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugins")
+            .field("dir", &self.dir)
+            .field("cache_dir", &self.cache_dir)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Runtime {
@@ -76,16 +100,33 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+/// Sizes and modification times of a plugin's `.wasm` and settings files.
+type FilesStamp = [Option<(u64, std::time::SystemTime)>; 2];
+
+/// Where a plugin's load stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Status {
+    /// Compiling on a background thread; `waited_out`: a caller stopped waiting.
+    Loading {
+        waited_out: bool,
+    },
+    Ready,
+    Failed(String),
+}
+
 /// One plugin, as mappings hold it. Its code can be replaced (hot reload); its
 /// key-value store and counters stay.
 #[derive(Debug)]
 pub struct Plugin {
     pub name: String,
-    code: ArcSwap<Code>,
+    /// `None` while the first load is still compiling.
+    code: ArcSwapOption<Code>,
+    status: Mutex<Status>,
+    loaded: Condvar,
     pub(crate) kv: Mutex<BTreeMap<String, Vec<u8>>>,
     pub stats: PluginStats,
-    /// It makes blocking WASI calls: call it off the async worker (see `call.rs`).
-    pub(crate) needs_blocking: std::sync::atomic::AtomicBool,
+    /// How many lines of guest output may be logged now (see `stdio.rs`).
+    pub(crate) line_budget: Mutex<stdio::LineBudget>,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +135,12 @@ pub struct PluginStats {
     pub failures: AtomicU64,
     pub timeouts: AtomicU64,
     pub instances_created: AtomicU64,
+    /// Pooled instances dropped before their memory or call count reached a limit.
+    pub instances_retired: AtomicU64,
+    /// Calls made again on a fresh instance after their instance hit its memory cap.
+    pub retries: AtomicU64,
+    /// Calls answered "still loading" (the plugin was compiling).
+    pub loading: AtomicU64,
 }
 
 /// Compiled code of one version of a plugin, and its pool of warm instances.
@@ -116,15 +163,24 @@ impl std::fmt::Debug for Code {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Plugins {
     /// `dir` holds `<name>.wasm` files (it need not exist); `cache_dir` keeps compiled
     /// code between runs (`None`: compile every time).
     pub fn new(dir: Option<PathBuf>, cache_dir: Option<PathBuf>) -> Plugins {
         Plugins {
-            dir,
-            cache_dir,
-            runtime: OnceLock::new(),
-            loaded: Mutex::new(HashMap::new()),
+            inner: Arc::new(Inner {
+                dir,
+                cache_dir,
+                runtime: OnceLock::new(),
+                loaded: Mutex::new(HashMap::new()),
+                failures: Mutex::new(HashMap::new()),
+                wait: Mutex::new(None),
+                on_loaded: Mutex::new(None),
+            }),
         }
     }
 
@@ -143,25 +199,40 @@ impl Plugins {
     }
 
     pub fn dir(&self) -> Option<&Path> {
-        self.dir.as_deref()
+        self.inner.dir.as_deref()
     }
 
     /// Whether any plugin has been loaded (and so the engine created).
     pub fn engine_started(&self) -> bool {
-        self.runtime.get().is_some()
+        self.inner.runtime.get().is_some()
     }
 
-    fn runtime(&self) -> Result<&Runtime, String> {
-        self.runtime
-            .get_or_init(load::runtime)
-            .as_ref()
-            .map_err(Clone::clone)
+    /// How long [`get`](Self::get) waits for a plugin to compile. `None` (the
+    /// default: `validate`, the first load of `serve`) waits until it is done. With a
+    /// bound, a plugin still compiling when it passes is returned anyway: calls then
+    /// fail with [`PluginFailure::loading`] until it is ready, and the hook of
+    /// [`on_loaded`](Self::on_loaded) runs when it is.
+    pub fn set_load_wait(&self, wait: Option<Duration>) {
+        *lock(&self.inner.wait) = wait;
     }
 
-    /// The plugin called `name`, loading and compiling it on first use. The error
+    /// Sets what runs when a load that outlived the wait ends.
+    pub fn on_loaded(&self, hook: LoadedHook) {
+        *lock(&self.inner.on_loaded) = Some(hook);
+    }
+
+    fn runtime(&self) -> Result<Arc<Runtime>, String> {
+        self.inner
+            .runtime
+            .get_or_init(|| load::runtime().map(Arc::new))
+            .clone()
+    }
+
+    /// The plugin called `name`, loading and compiling it on first use (on a
+    /// thread of its own; see [`set_load_wait`](Self::set_load_wait)). The error
     /// says what was looked for and why it cannot be used.
     pub fn get(&self, name: &str) -> Result<Arc<Plugin>, String> {
-        if let Some(p) = self.lock().get(name) {
+        if let Some(p) = lock(&self.inner.loaded).get(name) {
             return Ok(p.clone());
         }
         if name.is_empty()
@@ -174,71 +245,194 @@ impl Plugins {
                 "{name:?} is not a plugin name (letters, digits, '-', '_' and '.')"
             ));
         }
+        let stamp = self.inner.stamp(name);
+        if let Some((s, e)) = lock(&self.inner.failures).get(name)
+            && *s == stamp
+        {
+            return Err(e.clone());
+        }
         let runtime = self.runtime()?;
-        let code = load::load(
-            runtime,
-            self.dir.as_deref(),
-            self.cache_dir.as_deref(),
-            name,
-        )?;
-        let mut loaded = self.lock();
-        // Another thread may have loaded it meanwhile: keep the first one.
-        let plugin = loaded
-            .entry(name.to_owned())
-            .or_insert_with(|| {
-                tracing::info!(plugin = name, origin = %code.origin, "plugin loaded");
-                Arc::new(Plugin {
-                    name: name.to_owned(),
-                    code: ArcSwap::from_pointee(code),
-                    kv: Mutex::new(BTreeMap::new()),
-                    stats: PluginStats::default(),
-                    needs_blocking: Default::default(),
-                })
-            })
-            .clone();
-        Ok(plugin)
+        let plugin = {
+            let mut loaded = lock(&self.inner.loaded);
+            if let Some(p) = loaded.get(name) {
+                // Another thread started it meanwhile.
+                return Ok(p.clone());
+            }
+            let p = Arc::new(Plugin {
+                name: name.to_owned(),
+                code: ArcSwapOption::empty(),
+                status: Mutex::new(Status::Loading { waited_out: false }),
+                loaded: Condvar::new(),
+                kv: Mutex::new(BTreeMap::new()),
+                stats: PluginStats::default(),
+                line_budget: Default::default(),
+            });
+            loaded.insert(name.to_owned(), p.clone());
+            p
+        };
+        let inner = self.inner.clone();
+        let p = plugin.clone();
+        let started = std::thread::Builder::new()
+            .name("decoy-plugin-load".into())
+            .spawn(move || {
+                let result = load::load(
+                    &runtime,
+                    inner.dir.as_deref(),
+                    inner.cache_dir.as_deref(),
+                    &p.name,
+                );
+                inner.finish(&p, result, stamp);
+            });
+        if let Err(e) = started {
+            lock(&self.inner.loaded).remove(name);
+            return Err(format!("cannot start loading plugin {name:?}: {e}"));
+        }
+        let wait = *lock(&self.inner.wait);
+        let mut status = lock(&plugin.status);
+        let deadline = wait.map(|w| std::time::Instant::now() + w);
+        while matches!(*status, Status::Loading { .. }) {
+            match deadline {
+                None => {
+                    status = plugin
+                        .loaded
+                        .wait(status)
+                        .unwrap_or_else(|p| p.into_inner())
+                }
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        *status = Status::Loading { waited_out: true };
+                        tracing::info!(
+                            plugin = name,
+                            "plugin still compiling; its mappings answer 503 until it is ready"
+                        );
+                        return Ok(plugin.clone());
+                    }
+                    status = plugin
+                        .loaded
+                        .wait_timeout(status, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+        }
+        match &*status {
+            Status::Failed(e) => Err(e.clone()),
+            _ => Ok(plugin.clone()),
+        }
+    }
+
+    /// Whether `name` has been asked for (loaded, or loading).
+    pub fn is_loaded(&self, name: &str) -> bool {
+        lock(&self.inner.loaded).contains_key(name)
+    }
+
+    /// Forgets that `name` failed to load (its files changed).
+    pub fn forget_failure(&self, name: &str) {
+        lock(&self.inner.failures).remove(name);
     }
 
     /// Reloads `name` after its file changed, if it is loaded. Calls already running
     /// finish on the old code. On failure the old code stays and the error is returned.
+    /// This compiles on the calling thread.
     pub fn reload(&self, name: &str) -> Option<Result<(), String>> {
-        let plugin = self.lock().get(name).cloned()?;
+        let plugin = lock(&self.inner.loaded).get(name).cloned()?;
         let runtime = match self.runtime() {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
         Some(
             load::load(
-                runtime,
-                self.dir.as_deref(),
-                self.cache_dir.as_deref(),
+                &runtime,
+                self.inner.dir.as_deref(),
+                self.inner.cache_dir.as_deref(),
                 name,
             )
             .map(|code| {
                 tracing::info!(plugin = name, origin = %code.origin, "plugin reloaded");
-                plugin.code.store(Arc::new(code));
+                plugin.code.store(Some(Arc::new(code)));
+                *lock(&plugin.status) = Status::Ready;
+                plugin.loaded.notify_all();
             }),
         )
     }
 
     /// The loaded plugins, sorted by name.
     pub fn loaded(&self) -> Vec<Arc<Plugin>> {
-        let mut v: Vec<_> = self.lock().values().cloned().collect();
+        let mut v: Vec<_> = lock(&self.inner.loaded).values().cloned().collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Plugin>>> {
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner())
+impl Inner {
+    fn stamp(&self, name: &str) -> FilesStamp {
+        let of = |ext: &str| {
+            let f = self.dir.as_ref()?.join(format!("{name}.{ext}"));
+            let m = std::fs::metadata(f).ok()?;
+            Some((m.len(), m.modified().ok()?))
+        };
+        [of("wasm"), of("json")]
+    }
+
+    /// Ends a background load: publishes the code or the failure, wakes the waiting
+    /// caller, and runs the hook when nobody waited for the end.
+    fn finish(&self, p: &Arc<Plugin>, result: Result<Code, String>, stamp: FilesStamp) {
+        let mut status = lock(&p.status);
+        let waited_out = matches!(*status, Status::Loading { waited_out: true });
+        if !matches!(*status, Status::Loading { .. }) {
+            // A reload finished first: it read newer files.
+            return;
+        }
+        match result {
+            Ok(code) => {
+                tracing::info!(plugin = %p.name, origin = %code.origin, "plugin loaded");
+                p.code.store(Some(Arc::new(code)));
+                *status = Status::Ready;
+            }
+            Err(e) => {
+                if waited_out {
+                    tracing::error!(plugin = %p.name, "the plugin cannot be used: {e}");
+                    lock(&self.failures).insert(p.name.clone(), (stamp, e.clone()));
+                }
+                let mut loaded = lock(&self.loaded);
+                if loaded.get(&p.name).is_some_and(|q| Arc::ptr_eq(q, p)) {
+                    loaded.remove(&p.name);
+                }
+                *status = Status::Failed(e);
+            }
+        }
+        drop(status);
+        p.loaded.notify_all();
+        if waited_out {
+            let hook = lock(&self.on_loaded).clone();
+            if let Some(hook) = hook {
+                hook(&p.name);
+            }
+        }
     }
 }
 
 impl Plugin {
+    /// Whether it exports a transformer (assumed while it is still compiling; a call
+    /// then says if it does not).
     pub fn has_transformer(&self) -> bool {
-        self.code.load().transformer.is_some()
+        self.code
+            .load()
+            .as_ref()
+            .is_none_or(|c| c.transformer.is_some())
     }
 
+    /// Whether it exports a matcher (assumed while it is still compiling).
     pub fn has_matcher(&self) -> bool {
-        self.code.load().matcher.is_some()
+        self.code
+            .load()
+            .as_ref()
+            .is_none_or(|c| c.matcher.is_some())
+    }
+
+    /// Whether its first load is still compiling.
+    pub fn is_loading(&self) -> bool {
+        self.code.load().is_none()
     }
 }

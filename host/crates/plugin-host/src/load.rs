@@ -25,6 +25,11 @@ pub struct PluginSettings {
     pub memory_limit_mib: u64,
     /// Warm instances kept between calls.
     pub max_idle_instances: usize,
+    /// A pooled instance whose linear memory has reached this share of
+    /// `memory_limit_mib` is retired after its call (100: never for memory).
+    pub retire_at_memory_percent: u64,
+    /// A pooled instance is retired after this many calls (0: no limit).
+    pub max_calls_per_instance: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -41,6 +46,8 @@ impl Default for PluginSettings {
             timeout_milliseconds: 100,
             memory_limit_mib: 64,
             max_idle_instances: 16,
+            retire_at_memory_percent: 75,
+            max_calls_per_instance: 0,
         }
     }
 }
@@ -48,6 +55,16 @@ impl Default for PluginSettings {
 impl PluginSettings {
     pub fn memory_limit_bytes(&self) -> usize {
         usize::try_from(self.memory_limit_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+    }
+
+    /// The memory at which a pooled instance is retired rather than reused.
+    pub fn retire_at_bytes(&self) -> usize {
+        let cap = self.memory_limit_bytes();
+        if self.retire_at_memory_percent >= 100 {
+            usize::MAX
+        } else {
+            cap / 100 * self.retire_at_memory_percent as usize
+        }
     }
 
     /// Epoch ticks for the deadline (at least one whole tick past the timeout).
@@ -70,6 +87,7 @@ pub(super) fn runtime() -> Result<Runtime, String> {
     })?;
     let mut linker = Linker::<State>::new(&engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        .and_then(|()| super::stdio::relink_io(&mut linker))
         .map_err(|e| format!("cannot set up WASI for plugins: {e}"))?;
     super::TransformerAndMatcher::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
         &mut linker,
@@ -197,10 +215,12 @@ fn read_settings(f: &Path) -> Result<PluginSettings, String> {
         #[serde(rename = "memoryLimitMiB")]
         memory_limit_mib: Option<u64>,
         max_idle_instances: Option<usize>,
+        retire_at_memory_percent: Option<u64>,
+        max_calls_per_instance: Option<u64>,
     }
     let p: Partial = serde_json::from_str(&text).map_err(|e| {
         format!(
-            "{}: {e} (fields: isolation \"pooled\"|\"per-request\", timeoutMilliseconds, memoryLimitMiB, maxIdleInstances)",
+            "{}: {e} (fields: isolation \"pooled\"|\"per-request\", timeoutMilliseconds, memoryLimitMiB, maxIdleInstances, retireAtMemoryPercent, maxCallsPerInstance)",
             f.display()
         )
     })?;
@@ -210,7 +230,18 @@ fn read_settings(f: &Path) -> Result<PluginSettings, String> {
         timeout_milliseconds: p.timeout_milliseconds.unwrap_or(d.timeout_milliseconds),
         memory_limit_mib: p.memory_limit_mib.unwrap_or(d.memory_limit_mib),
         max_idle_instances: p.max_idle_instances.unwrap_or(d.max_idle_instances),
+        retire_at_memory_percent: p
+            .retire_at_memory_percent
+            .unwrap_or(d.retire_at_memory_percent),
+        max_calls_per_instance: p.max_calls_per_instance.unwrap_or(d.max_calls_per_instance),
     };
+    if s.retire_at_memory_percent == 0 || s.retire_at_memory_percent > 100 {
+        return Err(format!(
+            "{}: retireAtMemoryPercent must be 1 to 100, not {}",
+            f.display(),
+            s.retire_at_memory_percent
+        ));
+    }
     if s.timeout_milliseconds == 0 || s.timeout_milliseconds > 60_000 {
         return Err(format!(
             "{}: timeoutMilliseconds must be 1 to 60000, not {}",
@@ -269,7 +300,12 @@ fn write_cache(component: &Component, path: &Path) -> Result<(), String> {
     let bytes = component.serialize().map_err(|e| e.to_string())?;
     let dir = path.parent().ok_or("no parent directory")?;
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+    // Unique per process and file: plugins compile on several threads at once.
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("plugin");
+    let tmp = dir.join(format!(".{}-{name}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
     std::fs::rename(&tmp, path).map_err(|e| e.to_string())
 }
@@ -305,10 +341,12 @@ pub struct CheckReport {
 
 /// Checks that `file` is a plugin decoy can run: a component that compiles, links
 /// against what decoy provides, and exports the transformer or matcher interface.
-pub fn check_file(file: &Path) -> Result<CheckReport, String> {
+/// `cache_dir` is the compiled-code cache `serve` uses: a file compiled before loads
+/// from it, and one compiled here is kept there.
+pub fn check_file(file: &Path, cache_dir: Option<&Path>) -> Result<CheckReport, String> {
     let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let runtime = runtime()?;
-    let component = compile(&runtime.engine, None, &bytes)
+    let component = compile(&runtime.engine, cache_dir, &bytes)
         .map_err(|e| format!("{} is not a usable plugin: {e}", file.display()))?;
     let ty = component.component_type();
     let imports: Vec<String> = ty

@@ -2,7 +2,9 @@
 //! `loop` spins forever, `memory` allocates without end, `trap` executes
 //! `unreachable`, `panic` panics, `status` returns status 7, `header` an invalid
 //! header name, `error` returns an error value, `count` counts calls in the kv store
-//! and in instance memory; anything else echoes the path. As a matcher, `loop`
+//! and in instance memory, `print` counts calls in the kv store and writes a line to
+//! stdout, `grow` keeps 256 KiB more per call (its memory grows call after call);
+//! anything else echoes the path. As a matcher, `loop`
 //! spins and anything else matches when the path ends with the `suffix` parameter.
 
 use decoy_plugin::{Context, Error, Matcher, Request, Response, Transformer};
@@ -16,6 +18,9 @@ struct Params {
 
 #[derive(Debug)]
 struct Hostile;
+
+/// What `grow` keeps, per instance.
+static HOARD: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
 /// Calls this instance has served (each instance has its own memory).
 static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -52,6 +57,16 @@ impl Transformer for Hostile {
                 let shared = decoy_plugin::kv::increment("calls", 1)?;
                 let mine = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 resp.set_body(format!("shared={shared} instance={mine}"));
+            }
+            "print" => {
+                let n = decoy_plugin::kv::increment("printed", 1)?;
+                println!("hostile guest: call number {n}");
+                resp.set_body(format!("count={n}"));
+            }
+            "grow" => {
+                let mut hoard = HOARD.lock().unwrap_or_else(|p| p.into_inner());
+                hoard.push(vec![7u8; 256 << 10]);
+                resp.set_body(format!("chunks={}", hoard.len()));
             }
             _ => {
                 decoy_plugin::log::info(&format!("echo {}", req.path()));

@@ -247,7 +247,7 @@ impl Engine {
                 set.stats[rank].served.fetch_add(1, Ordering::Relaxed);
                 let mapping = set.ranked[rank].clone();
                 if let Some(f) = failure {
-                    let plan = failure_plan(&mapping, &f.matcher, &f.reason);
+                    let plan = failure_plan(&mapping, &f.matcher, &f.reason, f.loading);
                     return Outcome::Matched { mapping, plan };
                 }
                 let mut plan = plan_for(&mapping);
@@ -260,7 +260,7 @@ impl Engine {
                         &mut plan,
                     )
                 {
-                    plan = failure_plan(&mapping, &f.plugin, &f.reason);
+                    plan = failure_plan(&mapping, &f.plugin, &f.reason, f.loading);
                 }
                 let global = self.settings.load();
                 plan.delay += global.fixed_delay;
@@ -316,20 +316,29 @@ pub fn plan_for(m: &Mapping) -> ResponsePlan {
 }
 
 /// The 500 for a request whose plugin failed: JSON naming the plugin, the mapping
-/// and the reason.
-pub fn failure_plan(mapping: &Mapping, plugin: &str, reason: &str) -> ResponsePlan {
+/// and the reason. A plugin still compiling (`loading`) gives a 503 with
+/// `Retry-After: 1` instead.
+pub fn failure_plan(mapping: &Mapping, plugin: &str, reason: &str, loading: bool) -> ResponsePlan {
     let body = serde_json::json!({
-        "error": "plugin failed",
+        "error": if loading { "plugin loading" } else { "plugin failed" },
         "plugin": plugin,
         "mapping": mapping.id.as_ref(),
         "mappingName": mapping.name.as_deref(),
         "reason": reason,
     });
-    let mut plan = decoy_spec::plan::text_plan(500, format!("{body:#}\n"));
-    plan.headers = Arc::from(vec![(
+    let status = if loading { 503 } else { 500 };
+    let mut plan = decoy_spec::plan::text_plan(status, format!("{body:#}\n"));
+    let mut headers = vec![(
         HeaderName::from_static("content-type"),
         HeaderValue::from_static("application/json"),
-    )]);
+    )];
+    if loading {
+        headers.push((
+            HeaderName::from_static("retry-after"),
+            HeaderValue::from_static("1"),
+        ));
+    }
+    plan.headers = Arc::from(headers);
     plan.mapping_id = Some(mapping.id.clone());
     plan.mapping_name = mapping.name.clone();
     plan
