@@ -2,10 +2,11 @@
 //!
 //! Loading never stops at a bad file: each file is read on its own, valid stubs are kept
 //! and every problem is reported with the file, the stub (position, id, name), the JSON
-//! path of the field and the reason. Files are read in path order, which fixes the
+//! path of the field and the reason. Files are read in WireMock's order (each folder
+//! as the file system lists it, depth first; see [`json_files`]), which fixes the
 //! "most recently added wins" order between stubs of equal priority: a stub later in
-//! that order wins, as a stub added later wins in WireMock. Files are parsed on all
-//! cores, because a root with 10,000 one-stub files is common and start-up time counts.
+//! that order wins, as it does in WireMock. Files are parsed on all cores, because a
+//! root with 10,000 one-stub files is common and start-up time counts.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -96,43 +97,72 @@ pub fn files_dir(root: &Path) -> PathBuf {
     root.join("__files")
 }
 
-/// Every `*.json` below `root/mappings`, sorted, relative to `root`.
+/// Every `*.json` below `root/mappings`, relative to `root`, in WireMock's reading
+/// order (see [`json_files`]).
 pub fn mapping_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     json_files(root, &mappings_dir(root))
 }
 
 /// Every `*.json` below `dir` (following symlinked folders, skipping hidden files),
-/// sorted, relative to `root`. A missing `dir` has none.
+/// relative to `root`, in the order WireMock reads them: each folder in the order the
+/// file system lists it (not sorted: Java's `File.listFiles()`, `readdir` on Linux,
+/// the order `std::fs::read_dir` gives), depth first, a subfolder's files read where
+/// the subfolder appears in its parent's listing. Ties between stubs of equal
+/// priority go to the one read last, so this order is what WireMock would answer
+/// with. A missing `dir` has none; a symlink back to a folder already being read is
+/// not followed again.
 pub fn json_files(root: &Path, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     if !dir.is_dir() {
         return Ok(out);
     }
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let entry = entry?;
-            let path = entry.path();
-            let ty = entry.file_type()?;
-            let is_dir = ty.is_dir() || (ty.is_symlink() && path.is_dir());
-            if is_dir {
-                stack.push(path);
-            } else if path
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("json"))
-                && !path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with('.'))
-            {
-                out.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
+    let mut open: Vec<PathBuf> = Vec::new();
+    walk(root, dir, &mut out, &mut open)?;
+    Ok(out)
+}
+
+fn walk(
+    root: &Path,
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    open: &mut Vec<PathBuf>,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let ty = entry.file_type()?;
+        if ty.is_dir() {
+            walk(root, &path, out, open)?;
+        } else if ty.is_symlink() && path.is_dir() {
+            // Only followed links are canonicalised (cheap for the usual tree), and a
+            // link to a folder being read already would loop.
+            let Ok(target) = path.canonicalize() else {
+                continue;
+            };
+            let dir_canon = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+            if dir_canon.starts_with(&target) || open.contains(&target) {
+                tracing::warn!(
+                    "{}: a link to a folder that contains it, not followed",
+                    path.display()
+                );
+                continue;
             }
+            open.push(target);
+            let r = walk(root, &path, out, open);
+            open.pop();
+            r?;
+        } else if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+            && !path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        {
+            out.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
         }
     }
-    // Byte order of the path text: as deterministic as component order, and much
-    // cheaper for 10,000 files.
-    out.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
-    Ok(out)
+    Ok(())
 }
 
 /// Loads one mapping file (`rel` is relative to `root`).
@@ -281,7 +311,7 @@ fn stray_json_files(root: &Path) -> Vec<Problem> {
     out
 }
 
-/// Loads every mapping file of `root`, in parallel, keeping path order.
+/// Loads every mapping file of `root`, in parallel, keeping the reading order.
 pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
     load_root_with(root, &ParseContext::for_root(root))
 }
@@ -348,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn loads_nested_files_and_multi_stub_files_in_path_order() {
+    fn loads_nested_files_and_multi_stub_files() {
         let dir = root_with(&[
             ("mappings/b.json", r#"{"request": {"urlPath": "/b"}}"#),
             (
@@ -360,12 +390,80 @@ mod tests {
         let r = load_root(dir.path()).unwrap();
         assert_eq!(r.files, 2);
         assert_eq!(r.mappings.len(), 3);
-        assert_eq!(
-            r.mappings[0].source.as_ref().unwrap().file,
-            Path::new("mappings/a/x.json")
-        );
-        assert_eq!(r.mappings[1].source.as_ref().unwrap().index, 1);
+        let from_x: Vec<usize> = r
+            .mappings
+            .iter()
+            .filter_map(|m| m.source.as_ref())
+            .filter(|s| s.file == Path::new("mappings/a/x.json"))
+            .map(|s| s.index)
+            .collect();
+        assert_eq!(from_x, [0, 1]);
         assert!(r.problems.is_empty());
+    }
+
+    /// What WireMock's `File.listFiles()` recursion gives: each folder as listed,
+    /// a subfolder's files where the subfolder is listed.
+    fn listing_order(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                listing_order(root, &p, out);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                out.push(p.strip_prefix(root).unwrap().to_path_buf());
+            }
+        }
+    }
+
+    #[test]
+    fn files_are_read_in_the_directory_listing_order_depth_first_not_sorted() {
+        let mut files = Vec::new();
+        for i in 0..40 {
+            files.push((
+                format!("mappings/f{i:02}.json"),
+                r#"{"request": {}}"#.to_owned(),
+            ));
+            if i % 10 == 0 {
+                for j in 0..5 {
+                    files.push((
+                        format!("mappings/d{i}/g{j}.json"),
+                        r#"{"request": {}}"#.to_owned(),
+                    ));
+                }
+            }
+        }
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let dir = root_with(&refs);
+        let got = mapping_files(dir.path()).unwrap();
+        let mut want = Vec::new();
+        listing_order(dir.path(), &dir.path().join("mappings"), &mut want);
+        assert_eq!(got, want);
+        // Each subfolder's files are read together, where the subfolder is listed.
+        for d in ["d0", "d10", "d20", "d30"] {
+            let at: Vec<usize> = got
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.starts_with(Path::new("mappings").join(d)))
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(at.len(), 5);
+            assert_eq!(at[4] - at[0], 4, "{d} read in one run: {got:?}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_back_to_a_containing_folder_is_not_followed_forever() {
+        let dir = root_with(&[("mappings/sub/a.json", r#"{"request": {}}"#)]);
+        std::os::unix::fs::symlink(
+            dir.path().join("mappings"),
+            dir.path().join("mappings/sub/loop"),
+        )
+        .unwrap();
+        let got = mapping_files(dir.path()).unwrap();
+        assert_eq!(got, [PathBuf::from("mappings/sub/a.json")]);
     }
 
     #[test]
