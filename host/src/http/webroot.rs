@@ -146,7 +146,8 @@ pub fn content_type_for(file: &Path) -> &'static str {
 }
 
 /// Extensions and the types WireMock 3.13.2 sends for them (its servlet container's
-/// table; each one checked against WireMock).
+/// table; each one checked against WireMock). Others, `yaml`, `md`, `ttf`, `docx`
+/// among them, get [`DEFAULT_TYPE`], as there.
 const MIME_TYPES: &[(&str, &str)] = &[
     ("json", "application/json"),
     ("html", "text/html"),
@@ -164,6 +165,45 @@ const MIME_TYPES: &[(&str, &str)] = &[
     ("pdf", "application/pdf"),
     ("csv", "text/csv"),
     ("wasm", "application/wasm"),
+    ("apk", "application/vnd.android.package-archive"),
+    ("avi", "video/x-msvideo"),
+    ("avif", "image/avif"),
+    ("bin", "application/octet-stream"),
+    ("bmp", "image/bmp"),
+    ("class", "application/java-vm"),
+    ("doc", "application/msword"),
+    ("dtd", "application/xml-dtd"),
+    ("eot", "application/vnd.ms-fontobject"),
+    ("exe", "application/octet-stream"),
+    ("gz", "application/gzip"),
+    ("jar", "application/java-archive"),
+    ("java", "text/plain"),
+    ("jpe", "image/jpeg"),
+    ("jsp", "text/html"),
+    ("mjs", "text/javascript"),
+    ("mp3", "audio/mpeg"),
+    ("mp4", "video/mp4"),
+    ("mpeg", "video/mpeg"),
+    ("mpg", "video/mpeg"),
+    ("ogg", "application/ogg"),
+    ("otf", "application/vnd.oasis.opendocument.formula-template"),
+    ("ppt", "application/vnd.ms-powerpoint"),
+    ("rtf", "application/rtf"),
+    ("sh", "application/x-sh"),
+    ("svgz", "image/svg+xml"),
+    ("tar", "application/x-tar"),
+    ("tif", "image/tiff"),
+    ("tiff", "image/tiff"),
+    ("tsv", "text/tab-separated-values"),
+    ("wav", "audio/x-wav"),
+    ("webp", "image/webp"),
+    ("woff", "font/woff"),
+    ("woff2", "font/woff2"),
+    ("xhtml", "application/xhtml+xml"),
+    ("xls", "application/vnd.ms-excel"),
+    ("xsd", "application/xml"),
+    ("xsl", "application/xml"),
+    ("zip", "application/zip"),
 ];
 
 #[cfg(test)]

@@ -74,6 +74,9 @@ struct State {
     overrides: HashMap<Arc<str>, Arc<Mapping>>,
     /// File stubs deleted through the admin API.
     deleted: HashSet<Arc<str>>,
+    /// File stubs left out because a stub read earlier has their id (recomputed on
+    /// every publish).
+    duplicates: Vec<Problem>,
     /// The next `added` value: files and API stubs share one clock, so a stub that
     /// came later (a new file, or one posted to the API) wins ties, as in WireMock.
     clock: u64,
@@ -182,7 +185,7 @@ impl Store {
         }
         drop(position);
         st.files = keys.into_iter().map(FileKey).zip(states).collect();
-        self.publish(&st);
+        self.publish(&mut st);
     }
 
     /// Re-reads every file below `mappings/` (after `__files/` changed, or on request)
@@ -205,7 +208,7 @@ impl Store {
             changed |= self.refresh_file(&mut st, rel, force);
         }
         if changed {
-            self.publish(&st)
+            self.publish(&mut st)
         } else {
             counts(&st)
         }
@@ -219,7 +222,7 @@ impl Store {
             changed |= self.refresh_file(&mut st, rel, false);
         }
         if changed {
-            self.publish(&st)
+            self.publish(&mut st)
         } else {
             counts(&st)
         }
@@ -283,7 +286,7 @@ impl Store {
     }
 
     /// Builds the full list, in the order the stubs were added, and swaps it in.
-    fn publish(&self, st: &State) -> Counts {
+    fn publish(&self, st: &mut State) -> Counts {
         let files = st.files_in_order();
         let mut all: Vec<Arc<Mapping>> = Vec::with_capacity(
             files.iter().map(|(_, f)| f.mappings.len()).sum::<usize>() + st.api.len(),
@@ -306,6 +309,19 @@ impl Store {
             }
         }
         all.extend(api.map(|(_, m)| m.clone()));
+        // A reloaded file may bring an id that a file read earlier has.
+        let file_stubs = all.iter().filter(|m| m.source.is_some());
+        let (keep, duplicates) = load::first_of_each_id(file_stubs);
+        if !duplicates.is_empty() {
+            let mut keep = keep.into_iter();
+            all.retain(|m| m.source.is_none() || keep.next().unwrap_or(true));
+            for p in &duplicates {
+                if !st.duplicates.contains(p) {
+                    tracing::warn!("{p}");
+                }
+            }
+        }
+        st.duplicates = duplicates;
         self.engine.replace_shared(all);
         self.swaps.fetch_add(1, Ordering::Relaxed);
         counts(st)
@@ -323,6 +339,7 @@ impl Store {
         let problems = files
             .iter()
             .flat_map(|(_, f)| f.problems.iter().cloned())
+            .chain(st.duplicates.iter().cloned())
             .collect();
         let warnings = files
             .iter()
@@ -344,7 +361,7 @@ impl Store {
             let added = st.tick();
             st.api.push((added, m.clone()));
         }
-        self.publish(&st);
+        self.publish(&mut st);
         m
     }
 
@@ -363,7 +380,7 @@ impl Store {
             found = true;
         }
         if found {
-            self.publish(&st);
+            self.publish(&mut st);
         }
         found
     }
@@ -374,7 +391,7 @@ impl Store {
         st.api.clear();
         st.overrides.clear();
         st.deleted = file_ids(&st);
-        self.publish(&st);
+        self.publish(&mut st);
     }
 
     /// Back to what is on disk: drops API stubs, edits and deletions, re-reads files
@@ -425,7 +442,7 @@ impl Store {
         for rel in &written {
             self.refresh_file(&mut st, rel, true);
         }
-        self.publish(&st);
+        self.publish(&mut st);
         Ok(written)
     }
 }
@@ -443,7 +460,8 @@ fn counts(st: &State) -> Counts {
                     .collect::<HashSet<_>>()
                     .len()
             })
-            .sum(),
+            .sum::<usize>()
+            + st.duplicates.len(),
     }
 }
 

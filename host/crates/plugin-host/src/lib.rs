@@ -158,6 +158,23 @@ impl Plugins {
             .map_err(Clone::clone)
     }
 
+    /// Whether there is a plugin called `name` (loaded, a `<name>.wasm` in the plugins
+    /// directory, or bundled), without loading it.
+    pub fn exists(&self, name: &str) -> bool {
+        let valid = !name.is_empty()
+            && !name.starts_with('.')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        valid
+            && (self.lock().contains_key(name)
+                || bundled().iter().any(|(n, _)| *n == name)
+                || self
+                    .dir
+                    .as_ref()
+                    .is_some_and(|d| d.join(format!("{name}.wasm")).is_file()))
+    }
+
     /// The plugin called `name`, loading and compiling it on first use. The error
     /// says what was looked for and why it cannot be used.
     pub fn get(&self, name: &str) -> Result<Arc<Plugin>, String> {

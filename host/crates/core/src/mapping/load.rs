@@ -165,6 +165,40 @@ fn walk(
     Ok(())
 }
 
+/// Makes `out` WireMock's answer for a stub whose `bodyFileName` does not exist: a
+/// 500 from its servlet container naming the missing file (WireMock's page also
+/// carries a Java stack trace, left out here), with the container's headers instead
+/// of the stub's, and no transformers.
+pub(crate) fn serve_missing_body_file(out: &mut super::ResponseDef, name: &str) {
+    use http::{HeaderName, HeaderValue};
+    let message = format!(
+        "com.github.tomakehurst.wiremock.admin.NotFoundException: Not found in blob store: {}",
+        html_escape(name)
+    );
+    out.status = 500;
+    out.status_message = Some("Server Error".into());
+    out.body = bytes::Bytes::from(format!(
+        "<html>\n<head>\n<meta http-equiv=\"Content-Type\" content=\"text/html;charset=ISO-8859-1\"/>\n<title>Error 500 {message}</title>\n</head>\n<body><h2>HTTP ERROR 500 {message}</h2>\n<table>\n<tr><th>STATUS:</th><td>500</td></tr>\n<tr><th>MESSAGE:</th><td>{message}</td></tr>\n</table>\n\n</body>\n</html>\n"
+    ));
+    out.headers = std::sync::Arc::from(vec![
+        (
+            HeaderName::from_static("cache-control"),
+            HeaderValue::from_static("must-revalidate,no-cache,no-store"),
+        ),
+        (
+            HeaderName::from_static("content-type"),
+            HeaderValue::from_static("text/html;charset=ISO-8859-1"),
+        ),
+    ]);
+    out.transformers = Default::default();
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// Loads one mapping file (`rel` is relative to `root`).
 pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
     load_stub_file(root, rel, &["id", "uuid"], |index, stub, text, warnings| {
@@ -311,6 +345,127 @@ fn stray_json_files(root: &Path) -> Vec<Problem> {
     out
 }
 
+/// Which of `mappings` (in reading order) are served when stubs share an id: the
+/// first read, as the admin API finds stubs by id. WireMock refuses to start with
+/// such a root; decoy serves what is valid and says which stub was left out and
+/// which file holds the one kept. Returns a keep flag per mapping and the problems.
+pub fn first_of_each_id<'a, M>(mappings: impl Iterator<Item = &'a M>) -> (Vec<bool>, Vec<Problem>)
+where
+    M: std::borrow::Borrow<Mapping> + 'a,
+{
+    let mut seen: std::collections::HashMap<&str, Option<&Source>> =
+        std::collections::HashMap::new();
+    let mut keep = Vec::new();
+    let mut problems = Vec::new();
+    for m in mappings {
+        let m: &Mapping = m.borrow();
+        match seen.get(&*m.id) {
+            None => {
+                seen.insert(&m.id, m.source.as_ref());
+                keep.push(true);
+            }
+            Some(first) => {
+                keep.push(false);
+                let Some(src) = &m.source else { continue };
+                let first = match first {
+                    Some(f) => format!("{} mapping #{}", f.file.display(), f.index),
+                    None => "a stub added through the admin API".to_owned(),
+                };
+                problems.push(Problem {
+                    file: src.file.clone(),
+                    stub: Some(StubRef {
+                        index: src.index,
+                        id: Some(m.id.to_string()),
+                        name: m.name.as_deref().map(str::to_owned),
+                    }),
+                    error: FieldError::new(
+                        "id",
+                        format!(
+                            "duplicate stub id: {first}, read earlier, has the same id and is served; this one is not (WireMock refuses to start with such a root: \"Duplicate stub mapping ID\", error 109)"
+                        ),
+                    ),
+                });
+            }
+        }
+    }
+    (keep, problems)
+}
+
+/// Stubs that can never answer: another stub of the same priority, with the same
+/// request pattern (and scenario state), was read later and so always wins the tie.
+/// One warning per hidden stub, naming the file of the one that wins.
+pub fn shadowed_stubs(mappings: &[Mapping]) -> Vec<Problem> {
+    let key = |m: &Mapping| -> Option<String> {
+        let v: Value = serde_json::from_str(&m.json).ok()?;
+        let request = v.get("request")?;
+        let scenario = m
+            .scenario
+            .as_ref()
+            .map(|s| (s.name.as_str(), s.required_state.as_deref()));
+        Some(format!(
+            "{}\u{0}{scenario:?}\u{0}{}",
+            m.priority,
+            sorted_json(request)
+        ))
+    };
+    let mut last: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let keys: Vec<Option<String>> = mappings.iter().map(key).collect();
+    for (i, k) in keys.iter().enumerate() {
+        if let Some(k) = k {
+            last.insert(k.clone(), i);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, (m, k)) in mappings.iter().zip(&keys).enumerate() {
+        let (Some(k), Some(src)) = (k, &m.source) else {
+            continue;
+        };
+        let winner = &mappings[last[k]];
+        if last[k] == i {
+            continue;
+        }
+        let Some(wsrc) = &winner.source else { continue };
+        out.push(Problem {
+            file: src.file.clone(),
+            stub: Some(StubRef {
+                index: src.index,
+                id: Some(m.id.to_string()),
+                name: m.name.as_deref().map(str::to_owned),
+            }),
+            error: FieldError::new(
+                "request",
+                format!(
+                    "this stub can never answer: {} mapping #{} has the same priority and request pattern and, read later, always wins the tie",
+                    wsrc.file.display(),
+                    wsrc.index
+                ),
+            ),
+        });
+    }
+    out
+}
+
+/// `v` written with object keys sorted, so equal patterns compare equal however
+/// their fields were ordered.
+fn sorted_json(v: &Value) -> String {
+    match v {
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), sorted_json(&o[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(sorted_json).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// Loads every mapping file of `root`, in parallel, keeping the reading order.
 pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
     load_root_with(root, &ParseContext::for_root(root))
@@ -359,6 +514,13 @@ pub fn load_root_with(root: &Path, ctx: &ParseContext) -> std::io::Result<LoadRe
         report.problems.extend(l.problems);
         report.warnings.extend(l.warnings);
         report.rejected += l.rejected;
+    }
+    let (keep, duplicates) = first_of_each_id(report.mappings.iter());
+    if !duplicates.is_empty() {
+        report.rejected += duplicates.len();
+        report.problems.extend(duplicates);
+        let mut keep = keep.into_iter();
+        report.mappings.retain(|_| keep.next().unwrap_or(true));
     }
     Ok(report)
 }
@@ -509,17 +671,90 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_body_file_rejects_the_stub_with_its_name() {
+    fn a_stub_whose_id_was_read_earlier_is_rejected_naming_both_files() {
+        let dir = root_with(&[
+            (
+                "mappings/one.json",
+                r#"{"id": "8d4a2c0e-0000-4000-8000-000000000001", "request": {"urlPath": "/a"}}"#,
+            ),
+            (
+                "mappings/two.json",
+                r#"{"id": "8d4a2c0e-0000-4000-8000-000000000001", "request": {"urlPath": "/b"}}"#,
+            ),
+        ]);
+        let r = load_root(dir.path()).unwrap();
+        assert_eq!(r.mappings.len(), 1);
+        assert_eq!(r.rejected, 1);
+        let served = r.mappings[0].source.as_ref().unwrap().file.clone();
+        let other = if served.ends_with("one.json") {
+            "mappings/two.json"
+        } else {
+            "mappings/one.json"
+        };
+        let text = r.problems[0].to_string();
+        assert!(text.starts_with(other), "{text}");
+        assert!(
+            text.contains(&format!(
+                "duplicate stub id: {} mapping #0, read earlier",
+                served.display()
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_stub_hidden_by_an_identical_one_read_later_is_named_with_the_winner() {
+        let dir = root_with(&[
+            (
+                "mappings/a.json",
+                r#"{"request": {"method": "GET", "urlPath": "/x"}, "response": {"body": "a"}}"#,
+            ),
+            (
+                "mappings/b.json",
+                r#"{"request": {"urlPath": "/x", "method": "GET"}, "response": {"body": "b"}}"#,
+            ),
+            (
+                "mappings/c.json",
+                r#"{"priority": 1, "request": {"urlPath": "/x", "method": "GET"}}"#,
+            ),
+        ]);
+        let r = load_root(dir.path()).unwrap();
+        let w = shadowed_stubs(&r.mappings);
+        assert_eq!(w.len(), 1, "{w:?}");
+        let text = w[0].to_string();
+        let (hidden, winner) = if text.starts_with("mappings/a.json") {
+            ("mappings/a.json", "mappings/b.json")
+        } else {
+            ("mappings/b.json", "mappings/a.json")
+        };
+        assert!(text.starts_with(&format!("{hidden}: mapping #0")), "{text}");
+        assert!(
+            text.contains(&format!("this stub can never answer: {winner} mapping #0")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_missing_body_file_loads_the_stub_with_a_warning_naming_it() {
         let dir = root_with(&[(
             "mappings/f.json",
-            r#"{"request": {"urlPath": "/f"}, "response": {"bodyFileName": "nope.json"}}"#,
+            r#"{"request": {"urlPath": "/f"}, "response": {"bodyFileName": "nope.json", "headers": {"Content-Type": "application/json"}}}"#,
+        )]);
+        let r = load_root(dir.path()).unwrap();
+        assert_eq!(r.rejected, 0);
+        assert_eq!(r.mappings.len(), 1);
+        assert_eq!(r.mappings[0].response.status, 500);
+        let w: Vec<String> = r.warnings.iter().map(|p| p.to_string()).collect();
+        assert!(
+            w[0].starts_with("mappings/f.json: mapping #0: response.bodyFileName: body file \"nope.json\" not found"),
+            "{w:?}"
+        );
+        // A name that leaves __files is still refused.
+        let dir = root_with(&[(
+            "mappings/f.json",
+            r#"{"request": {"urlPath": "/f"}, "response": {"bodyFileName": "../secret"}}"#,
         )]);
         let r = load_root(dir.path()).unwrap();
         assert_eq!(r.rejected, 1);
-        assert!(
-            r.problems[0]
-                .to_string()
-                .contains("response.bodyFileName: body file \"nope.json\" not found")
-        );
     }
 }
