@@ -66,6 +66,9 @@ if command -v java >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   (cd "$work" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
   jar="$work/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar"
   python3 tests/wiremock-compat.py "$jar"
+  WIREMOCK_JAR="$jar" cargo test --quiet -p decoy --test load_order
+  log "real users' WireMock roots against WireMock and decoy"
+  python3 tests/corpus-compat.py --wiremock "$jar" --decoy target/debug/decoy
   "$work/venv/bin/python" tests/client-compat.py wiremock "$jar"
   # target/debug/decoy is the binary the `cargo build --quiet -p decoy` above built.
   log "admin API driven by WireMock's own Java client, against WireMock and decoy"

@@ -327,6 +327,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         metrics: metrics.clone(),
         proxy,
         admin: Some(admin.clone()),
+        web_root: Some(decoy_core::mapping::load::files_dir(&opts.root_dir)),
         cfg: opts.http.clone(),
         recorder,
     });

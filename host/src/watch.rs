@@ -13,7 +13,7 @@
 //!   the MQ side ([`MqService::reload`]);
 //! - `<name>.wasm` (or its settings, `<name>.json`) in the plugins directory reloads
 //!   that plugin when a mapping uses it (calls in flight finish on the old code), and
-//!   otherwise re-reads the mappings, so one rejected for lack of it is retried.
+//!   otherwise re-reads the mappings, so a stub served without it (it did not exist) now uses it.
 //!
 //! Editors that write a temporary file and rename it over the original produce a
 //! rename event naming the original, which is all that is needed.

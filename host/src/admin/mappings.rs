@@ -71,9 +71,9 @@ impl Admin {
 
     fn list_mappings(&self, req: &AdminRequest) -> AdminReply {
         let set = self.engine().mappings();
-        // WireMock lists the most recently added first.
-        let mut all: Vec<&Arc<Mapping>> = set.in_insertion_order().collect();
-        all.reverse();
+        // WireMock lists stubs as it tries them: by priority, then the most recently
+        // added first.
+        let all: Vec<&Arc<Mapping>> = set.iter().collect();
         let total = all.len();
         let offset = req
             .query("offset")

@@ -230,8 +230,14 @@ impl Admin {
             set.with_stats_iter()
                 .map(|(m, s)| (&*m.id, m.name.as_deref(), s)),
         );
-        let (problems, _) = self.store.problems();
-        decoy_core::metrics::render_store(&mut text, self.store.swaps(), set.len(), problems.len());
+        let (problems, warnings) = self.store.problems();
+        decoy_core::metrics::render_store(
+            &mut text,
+            self.store.swaps(),
+            set.len(),
+            problems.len(),
+            warnings.len(),
+        );
         if let Some(p) = &self.store.context().plugins {
             decoy_core::metrics::render_plugins(&mut text, &p.loaded());
         }

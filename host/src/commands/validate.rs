@@ -5,21 +5,25 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use decoy_core::mapping::load::load_root;
+use decoy_core::mapping::load::{load_root, shadowed_stubs};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// Directory holding `mappings/` and `__files/`.
     #[arg(long, default_value = ".", value_name = "DIR")]
     root_dir: PathBuf,
-    /// Treat warnings (unknown fields) as failures too.
+    /// Treat warnings as failures too (unknown fields, unknown transformers, missing
+    /// body files, body patterns with two operators, stubs that can never answer).
     #[arg(long)]
     strict: bool,
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let report = load_root(&args.root_dir)
+    let mut report = load_root(&args.root_dir)
         .with_context(|| format!("cannot load mappings from {}", args.root_dir.display()))?;
+    // Beyond WireMock, which serves such roots silently: stubs that can never answer.
+    let shadowed = shadowed_stubs(&report.mappings);
+    report.warnings.extend(shadowed);
     for w in &report.warnings {
         println!("warning: {w}");
     }

@@ -19,6 +19,7 @@ pub mod proxy;
 pub mod recorder;
 pub mod tls;
 pub mod via;
+pub mod webroot;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -98,6 +99,8 @@ pub struct Services {
     pub proxy: ProxyClient,
     /// The admin API (`None` in the few tests that run without one).
     pub admin: Option<Arc<Admin>>,
+    /// `__files`, served as a web root to GETs no stub matches (`None`: not served).
+    pub web_root: Option<std::path::PathBuf>,
     pub cfg: HttpConfig,
     /// `--record-mappings`: every proxied answer is written as a mapping file.
     pub recorder: Option<Arc<recorder::Recorder>>,
@@ -275,11 +278,13 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     };
     let read_at = Instant::now();
 
-    let url = parts
-        .uri
-        .path_and_query()
-        .map(|pq| pq.as_str())
-        .unwrap_or("/");
+    // A request ending in `?` with nothing after it is the URL without the `?`, as
+    // WireMock sees it (its servlet container reports no query string).
+    let url = match parts.uri.path_and_query() {
+        Some(pq) if pq.query() == Some("") => pq.path(),
+        Some(pq) => pq.as_str(),
+        None => "/",
+    };
     let admin_path = parts.uri.path().strip_prefix("/__admin");
     let admin_path = admin_path.filter(|rest| rest.is_empty() || rest.starts_with('/'));
     match (conn.role, admin_path, &services.admin) {
@@ -338,8 +343,9 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         Outcome::Matched { mapping, plan } => (Some(mapping), plan),
         Outcome::NotMatched { plan } => (None, plan),
     };
+    let unmatched = mapping.is_none();
     let transport = &services.metrics.http;
-    transport.count(mapping.is_some());
+    transport.count(!unmatched);
 
     let proxied = plan.proxy.is_some();
     if let Some(spec) = plan.proxy.take() {
@@ -382,6 +388,15 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         });
     }
 
+    // A GET no stub matched may name a file under `__files`. It stays an unmatched
+    // request in the journal and metrics, as in WireMock.
+    if unmatched
+        && parts.method == http::Method::GET
+        && let Some(root) = &services.web_root
+        && let Some(file) = webroot::answer(root, parts.uri.path())
+    {
+        plan = file;
+    }
     if !plan.delay.is_zero() {
         tokio::time::sleep(plan.delay).await;
     }

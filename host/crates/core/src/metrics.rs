@@ -210,8 +210,8 @@ impl Metrics {
 }
 
 /// The mapping set's own figures: how often it was swapped, how big it is, and how
-/// many problems the files have now.
-pub fn render_store(out: &mut String, swaps: u64, live: usize, problems: usize) {
+/// many problems and warnings the files have now.
+pub fn render_store(out: &mut String, swaps: u64, live: usize, problems: usize, warnings: usize) {
     for (name, kind, help, value) in [
         (
             "decoy_mapping_set_swaps_total",
@@ -230,6 +230,12 @@ pub fn render_store(out: &mut String, swaps: u64, live: usize, problems: usize) 
             "gauge",
             "Problems in mapping files now (their last good version is served).",
             problems as u64,
+        ),
+        (
+            "decoy_mapping_warnings",
+            "gauge",
+            "Warnings about mapping files now: stubs served, but not entirely as written (an unknown transformer, a missing body file, a body pattern with two operators, an unknown field...).",
+            warnings as u64,
         ),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}");

@@ -135,10 +135,15 @@ impl Transformers {
 
     /// Reads the two fields from `response` (`obj`). With `global_templating`,
     /// `response-template` runs first on every stub.
+    ///
+    /// A name that no plugin has is left out with a warning in `warnings`: WireMock
+    /// serves a stub whose transformer is not installed without it, and so does
+    /// decoy. A plugin that exists but cannot be used is an error.
     pub fn parse(
         obj: &serde_json::Map<String, Value>,
         plugins: Option<&Plugins>,
         global_templating: bool,
+        warnings: &mut Vec<FieldError>,
     ) -> Result<Transformers, Vec<FieldError>> {
         let mut names: Vec<(String, String)> = Vec::new();
         let mut errors = Vec::new();
@@ -182,6 +187,10 @@ impl Transformers {
                 )),
                 Some(plugins) => {
                     for (name, path) in names {
+                        if !plugins.exists(&name) {
+                            warnings.push(FieldError::new(path, unknown_transformer(&name)));
+                            continue;
+                        }
                         match plugins.get(&name) {
                             Ok(p) if p.has_transformer() => out.push(p),
                             Ok(_) => errors.push(FieldError::new(
@@ -337,4 +346,32 @@ pub fn mq_request(
         properties,
         body: body.to_vec(),
     })
+}
+
+/// Why a stub naming transformer `name`, which no plugin provides, is served without
+/// it, and what to use instead for the WireMock extensions met in real roots.
+pub fn unknown_transformer(name: &str) -> String {
+    let lower: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let instead = if lower == "responsetemplate"
+        || lower == "responsetemplating"
+        || lower == "responsetemplatetransformer"
+        || lower == "responsetemplates"
+        || lower == "template"
+        || lower == "handlebars"
+    {
+        "; did you mean \"response-template\" (built in)?".to_owned()
+    } else if lower == "bodytransformer" {
+        "; body-transformer is a WireMock extension: the built-in response-template plugin does its job ({{jsonPath request.body '$.field'}}, {{xPath request.body '/a/b'}}, {{request.query.name}}; see docs/plugins.md)".to_owned()
+    } else if lower.contains("state") {
+        "; the WireMock state extension is not available: keep state in a decoy plugin (its kv store; see docs/plugins.md)".to_owned()
+    } else {
+        "; if it is a WireMock extension (Java), write a decoy plugin that does the same (docs/plugins.md)".to_owned()
+    };
+    format!(
+        "no plugin named {name:?}: the stub is served without this transformer, as WireMock serves a stub whose transformer is not installed{instead}"
+    )
 }

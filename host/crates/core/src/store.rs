@@ -3,14 +3,18 @@
 //! Mappings come from two places: files under `mappings/` and the admin API. The store
 //! keeps, per file, the last version that loaded cleanly, and, for the API, the stubs
 //! it created plus the file stubs it edited or deleted. Any change rebuilds the full
-//! list (files in path order, then API stubs in creation order, so a later API stub
-//! wins ties as in WireMock) and publishes it to the [`Engine`] in one atomic swap.
+//! list in the order the stubs were added and publishes it to the [`Engine`] in one
+//! atomic swap. That order decides ties between equal priorities (the stub added last
+//! wins, as in WireMock): files in the order the loader read them (the directory's own
+//! order, see `load::json_files`), then whatever came later, file or API stub, in the
+//! order it came. A rewritten file keeps its place; a new file is the newest stub, as
+//! one added through the API would be.
 //!
 //! A file that fails to load keeps its last good version live; its problems are kept
 //! here so the admin API can show them, and fixing the file clears them. The lock is
 //! held while a rebuild runs (milliseconds, no await), so rebuilds never interleave.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,6 +26,9 @@ use crate::mapping::{Mapping, ParseContext};
 /// What one mapping file contributes.
 #[derive(Debug, Default)]
 struct FileState {
+    /// When the file was first read, on the store's clock: its place in the order
+    /// stubs were added (see [`State::clock`]).
+    added: u64,
     /// Hash of the content last read, to skip events for unchanged files (such as
     /// the ones `save` writes itself).
     hash: u64,
@@ -31,9 +38,9 @@ struct FileState {
     warnings: Vec<Problem>,
 }
 
-/// A mapping file's path relative to the root, ordered by its bytes: the order the
-/// loader reads files in (which decides ties between equal priorities, so a reload
-/// must keep it), and far cheaper to compare than `Path`'s component order.
+/// A mapping file's path relative to the root, hashed and compared by its bytes
+/// (far cheaper than `Path`'s component by component, for 10,000 files), so the map
+/// can be probed with an `&OsStr`.
 #[derive(Debug, Clone)]
 struct FileKey(PathBuf);
 
@@ -45,15 +52,9 @@ impl PartialEq for FileKey {
 
 impl Eq for FileKey {}
 
-impl PartialOrd for FileKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for FileKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.as_os_str().cmp(other.0.as_os_str())
+impl std::hash::Hash for FileKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.as_os_str().hash(state)
     }
 }
 
@@ -65,13 +66,34 @@ impl std::borrow::Borrow<std::ffi::OsStr> for FileKey {
 
 #[derive(Debug, Default)]
 struct State {
-    files: BTreeMap<FileKey, FileState>,
-    /// Stubs created through the admin API, in creation order.
-    api: Vec<Arc<Mapping>>,
+    /// Files by path, for lookups; published in the order of their `added`.
+    files: HashMap<FileKey, FileState>,
+    /// Stubs created through the admin API, in creation order, with when they came.
+    api: Vec<(u64, Arc<Mapping>)>,
     /// File stubs replaced through the admin API, by id.
     overrides: HashMap<Arc<str>, Arc<Mapping>>,
     /// File stubs deleted through the admin API.
     deleted: HashSet<Arc<str>>,
+    /// File stubs left out because a stub read earlier has their id (recomputed on
+    /// every publish).
+    duplicates: Vec<Problem>,
+    /// The next `added` value: files and API stubs share one clock, so a stub that
+    /// came later (a new file, or one posted to the API) wins ties, as in WireMock.
+    clock: u64,
+}
+
+impl State {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// The files in the order they were added.
+    fn files_in_order(&self) -> Vec<(&FileKey, &FileState)> {
+        let mut v: Vec<_> = self.files.iter().collect();
+        v.sort_unstable_by_key(|(_, f)| f.added);
+        v
+    }
 }
 
 #[derive(Debug)]
@@ -126,17 +148,20 @@ impl Store {
     /// Publishes mappings already loaded from `report` (the first load at start).
     pub fn install_initial(&self, report: load::LoadReport) {
         let mut st = self.lock();
-        // The report lists files in the loader's order, which is `FileKey`'s order, so
-        // the map is built from a sorted list; `Path` comparisons (component by
-        // component) would cost tens of milliseconds for 10,000 files.
+        // The report lists files in the loader's reading order, which becomes the
+        // order they were added.
         let (keys, hashes): (Vec<PathBuf>, Vec<u64>) = report.file_hashes.into_iter().unzip();
+        let base = st.clock;
         let mut states: Vec<FileState> = hashes
             .into_iter()
-            .map(|hash| FileState {
+            .enumerate()
+            .map(|(i, hash)| FileState {
+                added: base + 1 + i as u64,
                 hash,
                 ..FileState::default()
             })
             .collect();
+        st.clock = base + states.len() as u64;
         let position: HashMap<&std::ffi::OsStr, usize> = keys
             .iter()
             .enumerate()
@@ -159,10 +184,8 @@ impl Store {
             }
         }
         drop(position);
-        let files = keys.into_iter().map(FileKey).zip(states);
-        let by_file: BTreeMap<FileKey, FileState> = files.into_iter().collect();
-        st.files = by_file;
-        self.publish(&st);
+        st.files = keys.into_iter().map(FileKey).zip(states).collect();
+        self.publish(&mut st);
     }
 
     /// Re-reads every file below `mappings/` (after `__files/` changed, or on request)
@@ -185,7 +208,7 @@ impl Store {
             changed |= self.refresh_file(&mut st, rel, force);
         }
         if changed {
-            self.publish(&st)
+            self.publish(&mut st)
         } else {
             counts(&st)
         }
@@ -199,7 +222,7 @@ impl Store {
             changed |= self.refresh_file(&mut st, rel, false);
         }
         if changed {
-            self.publish(&st)
+            self.publish(&mut st)
         } else {
             counts(&st)
         }
@@ -230,8 +253,14 @@ impl Store {
         // The hash of what was parsed (the file may have changed since it was hashed).
         let hash = loaded.hash;
         let previous = st.files.remove(rel.as_os_str());
+        // A rewritten file keeps its place; a new one is the newest stub.
+        let added = match &previous {
+            Some(p) => p.added,
+            None => st.tick(),
+        };
         let state = if loaded.problems.is_empty() {
             FileState {
+                added,
                 hash,
                 mappings: loaded.mappings.into_iter().map(Arc::new).collect(),
                 problems: Vec::new(),
@@ -242,6 +271,7 @@ impl Store {
                 tracing::warn!("{p} (the last good version of the file stays live)");
             }
             FileState {
+                added,
                 hash,
                 mappings: match previous {
                     Some(prev) => prev.mappings,
@@ -255,10 +285,17 @@ impl Store {
         true
     }
 
-    /// Builds the full list and swaps it in.
-    fn publish(&self, st: &State) -> Counts {
-        let mut all: Vec<Arc<Mapping>> = Vec::new();
-        for f in st.files.values() {
+    /// Builds the full list, in the order the stubs were added, and swaps it in.
+    fn publish(&self, st: &mut State) -> Counts {
+        let files = st.files_in_order();
+        let mut all: Vec<Arc<Mapping>> = Vec::with_capacity(
+            files.iter().map(|(_, f)| f.mappings.len()).sum::<usize>() + st.api.len(),
+        );
+        let mut api = st.api.iter().peekable();
+        for (_, f) in files {
+            while let Some((_, m)) = api.next_if(|(added, _)| *added < f.added) {
+                all.push(m.clone());
+            }
             for m in &f.mappings {
                 if st.deleted.contains(&m.id) {
                     continue;
@@ -271,7 +308,20 @@ impl Store {
                 );
             }
         }
-        all.extend(st.api.iter().cloned());
+        all.extend(api.map(|(_, m)| m.clone()));
+        // A reloaded file may bring an id that a file read earlier has.
+        let file_stubs = all.iter().filter(|m| m.source.is_some());
+        let (keep, duplicates) = load::first_of_each_id(file_stubs);
+        if !duplicates.is_empty() {
+            let mut keep = keep.into_iter();
+            all.retain(|m| m.source.is_none() || keep.next().unwrap_or(true));
+            for p in &duplicates {
+                if !st.duplicates.contains(p) {
+                    tracing::warn!("{p}");
+                }
+            }
+        }
+        st.duplicates = duplicates;
         self.engine.replace_shared(all);
         self.swaps.fetch_add(1, Ordering::Relaxed);
         counts(st)
@@ -285,15 +335,15 @@ impl Store {
     /// Current problems and warnings of every file.
     pub fn problems(&self) -> (Vec<Problem>, Vec<Problem>) {
         let st = self.lock();
-        let problems = st
-            .files
-            .values()
-            .flat_map(|f| f.problems.iter().cloned())
+        let files = st.files_in_order();
+        let problems = files
+            .iter()
+            .flat_map(|(_, f)| f.problems.iter().cloned())
+            .chain(st.duplicates.iter().cloned())
             .collect();
-        let warnings = st
-            .files
-            .values()
-            .flat_map(|f| f.warnings.iter().cloned())
+        let warnings = files
+            .iter()
+            .flat_map(|(_, f)| f.warnings.iter().cloned())
             .collect();
         (problems, warnings)
     }
@@ -302,15 +352,16 @@ impl Store {
     pub fn upsert(&self, m: Mapping) -> Arc<Mapping> {
         let m = Arc::new(m);
         let mut st = self.lock();
-        if let Some(slot) = st.api.iter_mut().find(|x| x.id == m.id) {
-            *slot = m.clone();
+        if let Some(slot) = st.api.iter_mut().find(|x| x.1.id == m.id) {
+            slot.1 = m.clone();
         } else if file_ids(&st).contains(&m.id) {
             st.deleted.remove(&m.id);
             st.overrides.insert(m.id.clone(), m.clone());
         } else {
-            st.api.push(m.clone());
+            let added = st.tick();
+            st.api.push((added, m.clone()));
         }
-        self.publish(&st);
+        self.publish(&mut st);
         m
     }
 
@@ -319,7 +370,7 @@ impl Store {
     pub fn remove(&self, id: &str) -> bool {
         let mut st = self.lock();
         let before = st.api.len();
-        st.api.retain(|m| &*m.id != id);
+        st.api.retain(|(_, m)| &*m.id != id);
         let mut found = st.api.len() != before;
         if !found && let Some(m) = live_file_stub(&st, id) {
             found = true;
@@ -340,7 +391,7 @@ impl Store {
             }
         }
         if found {
-            self.publish(&st);
+            self.publish(&mut st);
         }
         found
     }
@@ -372,16 +423,18 @@ impl Store {
             }
         }
         st.deleted = file_ids(&st);
-        self.publish(&st);
+        self.publish(&mut st);
     }
 
-    /// Back to what is on disk: drops API stubs, edits and deletions, re-reads files.
+    /// Back to what is on disk: drops API stubs, edits and deletions, re-reads files
+    /// in the loader's order, as at start.
     pub fn reset(&self) -> Counts {
         {
             let mut st = self.lock();
             st.api.clear();
             st.overrides.clear();
             st.deleted.clear();
+            st.files.clear();
         }
         self.reload_all()
     }
@@ -413,7 +466,7 @@ impl Store {
         }
         // An edited stub of a list file stays an in-memory edit (WireMock refuses to
         // save those); API stubs go to files of their own.
-        live.extend(st.api.iter().map(|m| (m.clone(), None)));
+        live.extend(st.api.iter().map(|(_, m)| (m.clone(), None)));
         let mut written = Vec::new();
         for (m, own) in &live {
             let rel = own
@@ -433,7 +486,7 @@ impl Store {
         for rel in &written {
             self.refresh_file(&mut st, rel, true);
         }
-        self.publish(&st);
+        self.publish(&mut st);
         Ok(written)
     }
 }
@@ -451,7 +504,8 @@ fn counts(st: &State) -> Counts {
                     .collect::<HashSet<_>>()
                     .len()
             })
-            .sum(),
+            .sum::<usize>()
+            + st.duplicates.len(),
     }
 }
 

@@ -145,8 +145,37 @@ const MODIFIERS: &[&str] = &[
     "applyTruncationLast",
 ];
 
+/// Whether a JSONPath selects at most one value by its form (no wildcard, deep
+/// scan, filter, slice or union), as Jayway decides what it returns.
+fn definite_path(expression: &str) -> bool {
+    !(expression.contains('*')
+        || expression.contains("..")
+        || expression.contains("?(")
+        || expression.contains(':')
+        || expression.contains(','))
+}
+
+thread_local! {
+    static LENIENT: std::cell::RefCell<Vec<FieldError>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A pattern that loads, but not as written (WireMock loads it the same way); kept
+/// for the parse of the stub being read on this thread, which collects it with
+/// [`take_lenient_warnings`].
+fn lenient_warning(e: FieldError) {
+    LENIENT.with(|l| l.borrow_mut().push(e));
+}
+
+/// Warnings about patterns parsed on this thread since the last call (a stub is
+/// parsed on one thread from start to end).
+pub fn take_lenient_warnings() -> Vec<FieldError> {
+    LENIENT.with(|l| std::mem::take(&mut *l.borrow_mut()))
+}
+
 impl StringPattern {
-    /// Compiles `{"<operator>": value, <modifiers>...}` found at `path`.
+    /// Compiles `{"<operator>": value, <modifiers>...}` found at `path`. Two or more
+    /// operators: the first one written applies, as in WireMock, and a warning is
+    /// left for [`take_lenient_warnings`].
     pub fn parse(v: &Value, path: &str) -> FieldResult<StringPattern> {
         let obj = as_object(v, path)?;
         let ops: Vec<&String> = obj
@@ -172,17 +201,18 @@ impl StringPattern {
                     ),
                 ));
             }
-            _ => {
-                return Err(FieldError::new(
+            [first, rest @ ..] => {
+                // WireMock reads the first operator written and ignores the others;
+                // so does decoy, loudly.
+                let ignored: Vec<&str> = rest.iter().map(|s| s.as_str()).collect();
+                lenient_warning(FieldError::new(
                     path,
                     format!(
-                        "more than one operator ({}); combine them with \"and\" or \"or\"",
-                        ops.iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        "more than one operator ({first}, {}): only the first, {first}, is applied, as WireMock does; combine them with \"and\" or \"or\" to apply every one",
+                        ignored.join(", ")
                     ),
                 ));
+                first.as_str()
             }
         };
         let value = &obj[op];
@@ -301,7 +331,10 @@ impl StringPattern {
             StringPattern::Anything => true,
             StringPattern::EqualToJson(eq) => a.json().is_some_and(|v| eq.matches(v)),
             StringPattern::MatchesJsonPath {
-                path, sub, length, ..
+                expression,
+                path,
+                sub,
+                length,
             } => {
                 let Some(doc) = a.json() else { return false };
                 let owned = path.query(doc);
@@ -322,7 +355,18 @@ impl StringPattern {
                     nodes
                 };
                 match sub {
-                    None => !nodes.is_empty(),
+                    // As Jayway answers WireMock: a definite path gives its value, and
+                    // an empty object, empty array or null is no match; an indefinite
+                    // one gives a list, a match when it is not empty.
+                    None => match nodes.as_slice() {
+                        [] => false,
+                        [one] if !*length && definite_path(expression) => {
+                            !matches!(one, Value::Null)
+                                && !matches!(one, Value::Object(o) if o.is_empty())
+                                && !matches!(one, Value::Array(a) if a.is_empty())
+                        }
+                        _ => true,
+                    },
                     Some(sub) => json_path_sub_match(&nodes, sub),
                 }
             }
@@ -763,8 +807,18 @@ mod tests {
             "{}",
             e.reason
         );
-        let e = StringPattern::parse(&json!({"equalTo": "x", "contains": "y"}), "h").unwrap_err();
-        assert!(e.reason.contains("more than one operator"));
+        take_lenient_warnings();
+        let p = StringPattern::parse(&json!({"contains": "y", "equalTo": "x"}), "h").unwrap();
+        assert!(
+            matches!(p, StringPattern::Contains(_)),
+            "the first written applies"
+        );
+        let w = take_lenient_warnings();
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].reason
+                .contains("more than one operator (contains, equalTo)")
+        );
         let e = StringPattern::parse(&json!({"matches": "(unclosed"}), "h").unwrap_err();
         assert_eq!(e.path, "h.matches");
         assert!(e.reason.contains("invalid regular expression"));

@@ -280,6 +280,18 @@ impl RequestPattern {
         warnings: &mut Vec<FieldError>,
         custom: Option<&dyn CustomMatchers>,
     ) -> FieldResult<Self> {
+        crate::pattern::take_lenient_warnings();
+        let parsed = Self::parse_inner(v, path, warnings, custom);
+        warnings.extend(crate::pattern::take_lenient_warnings());
+        parsed
+    }
+
+    fn parse_inner(
+        v: &Value,
+        path: &str,
+        warnings: &mut Vec<FieldError>,
+        custom: Option<&dyn CustomMatchers>,
+    ) -> FieldResult<Self> {
         let obj = as_object(v, path)?;
         let custom = match (obj.get("customMatcher"), custom) {
             (None, _) => None,

@@ -812,7 +812,7 @@ fn parse_response(
     );
     let mut errors = Vec::new();
     let mut out = MqResponse::default();
-    match decoy_core::plugins::Transformers::parse(obj, plugins, false) {
+    match decoy_core::plugins::Transformers::parse(obj, plugins, false, warnings) {
         Ok(t) => out.transformers = t,
         Err(e) => errors.extend(e),
     }

@@ -216,6 +216,24 @@ impl Plugins {
         *lock(&self.inner.wait) = wait;
     }
 
+    /// Whether there is a plugin called `name` (loaded, a `<name>.wasm` in the plugins
+    /// directory, or bundled), without loading it.
+    pub fn exists(&self, name: &str) -> bool {
+        let valid = !name.is_empty()
+            && !name.starts_with('.')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        valid
+            && (lock(&self.inner.loaded).contains_key(name)
+                || bundled().iter().any(|(n, _)| *n == name)
+                || self
+                    .inner
+                    .dir
+                    .as_ref()
+                    .is_some_and(|d| d.join(format!("{name}.wasm")).is_file()))
+    }
+
     /// Sets what runs when a load that outlived the wait ends.
     pub fn on_loaded(&self, hook: LoadedHook) {
         *lock(&self.inner.on_loaded) = Some(hook);

@@ -93,10 +93,20 @@ fn key_of(url: &UrlMatcher) -> Key {
         UrlMatcher::Url(u) => Key::Exact(u.split('?').next().unwrap_or(u).to_owned()),
         UrlMatcher::Path(p) => Key::Exact(p.clone()),
         UrlMatcher::UrlPattern(re) | UrlMatcher::PathPattern(re) => {
-            Key::Prefix(regex_literal_prefix(re.as_str()))
+            Key::Prefix(path_part(regex_literal_prefix(re.as_str())))
         }
         UrlMatcher::PathTemplate(t) => Key::Prefix(t.literal_prefix()),
     }
+}
+
+/// The part of a URL prefix that a path can start with: candidates are looked up by
+/// the request's path, so a `urlPattern` prefix such as `/authorize?response_type=`
+/// (from `/authorize\?response_type=.+`) is filed under `/authorize`.
+fn path_part(mut prefix: String) -> String {
+    if let Some(q) = prefix.find('?') {
+        prefix.truncate(q);
+    }
+    prefix
 }
 
 /// The literal text every match of `pattern` must start with. Conservative: it stops
@@ -148,6 +158,22 @@ mod tests {
         assert_eq!(regex_literal_prefix("/a|/b"), "");
         assert_eq!(regex_literal_prefix("(?i)/api"), "");
         assert_eq!(regex_literal_prefix("\\d+/x"), "");
+    }
+
+    #[test]
+    fn a_url_pattern_with_an_escaped_question_mark_is_filed_under_its_path() {
+        let re = full_regex("/auth/oauth/authorize\\?response_type=code&.+", "t").unwrap();
+        assert_eq!(
+            regex_literal_prefix(re.as_str()),
+            "/auth/oauth/authorize?response_type=code&"
+        );
+        let urls = [UrlMatcher::UrlPattern(re)];
+        let index = Index::build(urls.iter());
+        let mut out = Vec::new();
+        index.candidates("/auth/oauth/authorize", &mut out);
+        assert_eq!(out, [0]);
+        index.candidates("/auth/other", &mut out);
+        assert!(out.is_empty());
     }
 
     #[test]

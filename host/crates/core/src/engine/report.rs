@@ -64,13 +64,13 @@ pub fn not_matched_plan(
     let Some((_, mapping, lines)) = closest else {
         return text_plan(404, "Request was not matched\n".into());
     };
-    text_plan(
-        404,
-        render(mapping.name.as_deref().unwrap_or(&mapping.id), &lines),
-    )
+    text_plan(404, render(mapping.name.as_deref(), &lines))
 }
 
-fn render(title: &str, lines: &[DiffLine]) -> String {
+/// Half the width, less the frame: the widest a cell's text may be before it wraps.
+const COLUMN: usize = WIDTH / 2 - 2;
+
+fn render(title: Option<&str>, lines: &[DiffLine]) -> String {
     let rule = "-".repeat(WIDTH);
     let mut out = String::new();
     out.push('\n');
@@ -86,32 +86,188 @@ fn render(title: &str, lines: &[DiffLine]) -> String {
     ));
     out.push_str(&rule);
     out.push('\n');
-    let blank = format!("{:<w$} |\n", "", w = LEFT);
-    out.push_str(&blank);
-    out.push_str(&format!("{:<w$} |\n", title, w = LEFT));
-    out.push_str(&blank);
+    write_single(&mut out, "", "", None);
+    // An unnamed stub has no title row, as in WireMock.
+    if let Some(title) = title {
+        write_cells(&mut out, title, "", None);
+        write_single(&mut out, "", "", None);
+    }
     // Method and URL form the first group; each other kind of part (headers, query,
     // body...) its own, with a blank row after every group, as WireMock lays it out.
     for (i, l) in lines.iter().enumerate() {
         if i >= 2 && lines[i - 1].note != l.note {
-            out.push_str(&blank);
+            write_single(&mut out, "", "", None);
         }
-        if l.distance == 0.0 {
-            out.push_str(&format!("{:<w$} | {}\n", l.expected, l.actual, w = LEFT));
-        } else {
-            out.push_str(&format!(
-                "{:<w$} | {:<r$}<<<<< {}\n",
-                l.expected,
-                l.actual,
-                l.note,
-                w = LEFT,
-                r = 52
-            ));
-        }
+        let note = (l.distance != 0.0).then_some(l.note);
+        write_cells(&mut out, &l.expected, &l.actual, note);
     }
-    out.push_str(&blank);
-    out.push_str(&blank);
+    write_single(&mut out, "", "", None);
+    write_single(&mut out, "", "", None);
     out.push_str(&rule);
     out.push('\n');
     out
+}
+
+/// One row of the table, over as many lines as its longer cell needs: each cell is
+/// wrapped at [`COLUMN`] when one of its lines is longer, and the note goes on the
+/// first line only (WireMock's `PlainTextDiffRenderer.writeLine`).
+fn write_cells(out: &mut String, left: &str, right: &str, note: Option<&str>) {
+    let left = cell_lines(left);
+    let right = cell_lines(right);
+    for i in 0..left.len().max(right.len()) {
+        let l = left.get(i).map(String::as_str).unwrap_or("");
+        let r = right.get(i).map(String::as_str).unwrap_or("");
+        write_single(out, l, r, if i == 0 { note } else { None });
+    }
+}
+
+fn write_single(out: &mut String, left: &str, right: &str, note: Option<&str>) {
+    let pad = |out: &mut String, s: &str, width: usize| {
+        out.push_str(s);
+        for _ in s.chars().count()..width {
+            out.push(' ');
+        }
+    };
+    pad(out, left, LEFT + 1);
+    out.push('|');
+    let note = note.filter(|n| !n.is_empty());
+    if !right.is_empty() {
+        out.push(' ');
+        match note {
+            Some(n) => {
+                pad(out, right, LEFT - 6);
+                out.push_str("<<<<< ");
+                out.push_str(n);
+            }
+            None => out.push_str(right),
+        }
+    } else if let Some(n) = note {
+        pad(out, "", LEFT - 5);
+        out.push_str("<<<<< ");
+        out.push_str(n);
+    }
+    out.push('\n');
+}
+
+/// A cell's text as lines: wrapped when its longest line exceeds [`COLUMN`], then
+/// split at line breaks, dropping trailing empty lines (Java's `String.split`).
+fn cell_lines(s: &str) -> Vec<String> {
+    let text = wrap_if_longest_line_exceeds(s, COLUMN);
+    let mut lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
+    while lines.len() > 1 && lines.last().is_some_and(String::is_empty) {
+        lines.pop();
+    }
+    if lines.len() == 1 && lines[0].is_empty() && !text.is_empty() {
+        // Only line breaks: nothing to show.
+        lines[0].clear();
+    }
+    lines
+}
+
+/// WireMock's `Strings.wrapIfLongestLineExceedsLimit`: when a line is longer than
+/// `width`, the whole text is word-wrapped at spaces (a word longer than the width
+/// is cut), and lines left holding only blanks are removed.
+pub fn wrap_if_longest_line_exceeds(s: &str, width: usize) -> String {
+    if s.split('\n').all(|l| l.chars().count() <= width) {
+        return s.to_owned();
+    }
+    let wrapped = word_wrap(s, width);
+    let mut out = String::with_capacity(wrapped.len());
+    let mut rest = wrapped.as_str();
+    while let Some(nl) = rest.find('\n') {
+        let line = &rest[..nl];
+        let content = line.strip_suffix('\r').unwrap_or(line);
+        if !content.chars().all(|c| c == ' ' || c == '\t') {
+            out.push_str(&rest[..=nl]);
+        }
+        rest = &rest[nl + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Apache Commons' `WordUtils.wrap(s, width, "\n", true)` as WireMock copies it:
+/// break at the last space within `width + 1` characters, skip a space that starts
+/// a line, and cut a longer word at `width`. Existing line breaks are ordinary
+/// characters to it.
+fn word_wrap(s: &str, width: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let n = chars.len();
+    let width = width.max(1);
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut offset = 0;
+    while offset < n {
+        let window = &chars[offset..(offset + width + 1).min(n)];
+        let first = window.iter().position(|&c| c == ' ');
+        if first == Some(0) {
+            offset += 1;
+            continue;
+        }
+        if n - offset <= width {
+            break;
+        }
+        match window.iter().rposition(|&c| c == ' ') {
+            Some(last) => {
+                out.extend(&chars[offset..offset + last]);
+                out.push('\n');
+                offset += last + 1;
+            }
+            None => {
+                out.extend(&chars[offset..offset + width]);
+                out.push('\n');
+                offset += width;
+            }
+        }
+    }
+    out.extend(&chars[offset..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_wraps_as_wiremock_wraps_it() {
+        // WireMock's own cases for Strings.wrapIfLongestLineExceedsLimit.
+        assert_eq!(wrap_if_longest_line_exceeds("abc", 1), "a\nb\nc");
+        assert_eq!(wrap_if_longest_line_exceeds("abc", 2), "ab\nc");
+        assert_eq!(wrap_if_longest_line_exceeds("abc", 3), "abc");
+        assert_eq!(
+            wrap_if_longest_line_exceeds("abc\nabcd\nabcd", 3),
+            "abc\nab\ncd\nabc\nd"
+        );
+        assert_eq!(
+            wrap_if_longest_line_exceeds(
+                "[path] /ResponseTransformerExtensionWithDependenciesKotlin",
+                57
+            ),
+            "[path]\n/ResponseTransformerExtensionWithDependenciesKotlin"
+        );
+        assert_eq!(
+            wrap_if_longest_line_exceeds(
+                "/ResponseTransformerExtensionNoDependenciesKotlin/corpus-compat-extra",
+                57
+            ),
+            "/ResponseTransformerExtensionNoDependenciesKotlin/corpus-\ncompat-extra"
+        );
+    }
+
+    #[test]
+    fn a_long_request_line_continues_on_the_next_row_without_its_note() {
+        let mut out = String::new();
+        write_cells(
+            &mut out,
+            "[path] /ResponseTransformerExtensionNoDependenciesKotlin",
+            "/ResponseTransformerExtensionNoDependenciesKotlin/corpus-compat-extra",
+            Some("URL does not match"),
+        );
+        let want = format!(
+            "{:<59}| {:<52}<<<<< URL does not match\n{:<59}| compat-extra\n",
+            "[path] /ResponseTransformerExtensionNoDependenciesKotlin",
+            "/ResponseTransformerExtensionNoDependenciesKotlin/corpus-",
+            ""
+        );
+        assert_eq!(out, want);
+    }
 }

@@ -386,9 +386,21 @@ fn parse_response(
         }
         Ok(())
     })());
-    match crate::plugins::Transformers::parse(obj, ctx.plugins.as_deref(), ctx.global_templating) {
+    match crate::plugins::Transformers::parse(
+        obj,
+        ctx.plugins.as_deref(),
+        ctx.global_templating,
+        warnings,
+    ) {
         Ok(t) => out.transformers = t,
         Err(e) => errors.extend(e),
+    }
+    if let Some(missing) = missing_body_file(obj, ctx) {
+        warnings.push(FieldError::new(
+            "response.bodyFileName",
+            format!("body file {missing:?} not found: __files/{missing} does not exist; the stub is loaded and answers 500, as in WireMock"),
+        ));
+        load::serve_missing_body_file(&mut out, &missing);
     }
     if errors.is_empty() {
         Ok(out)
@@ -506,11 +518,30 @@ fn parse_headers(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult
     Ok(())
 }
 
+/// A `bodyFileName` inside `__files` that does not exist (WireMock loads such a stub
+/// and fails when it is hit; a name leaving `__files` stays an error).
+fn missing_body_file(obj: &Map<String, Value>, ctx: &ParseContext) -> Option<String> {
+    let name = obj.get("bodyFileName")?.as_str()?;
+    let only_body = ["body", "jsonBody", "base64Body"]
+        .iter()
+        .all(|k| obj.get(*k).is_none_or(Value::is_null));
+    let missing = resolve_body_file(&ctx.files_dir, name).is_err()
+        && !ctx.files_dir.join(name).exists()
+        && only_body
+        && Path::new(name)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    missing.then(|| name.to_owned())
+}
+
 fn parse_body(
     obj: &Map<String, Value>,
     ctx: &ParseContext,
     out: &mut ResponseDef,
 ) -> FieldResult<()> {
+    if missing_body_file(obj, ctx).is_some() {
+        return Ok(());
+    }
     let keys = ["body", "jsonBody", "base64Body", "bodyFileName"];
     if let Some(body) = parse_body_field(obj, &ctx.files_dir, &keys)? {
         out.body = body;
