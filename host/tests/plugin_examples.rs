@@ -320,9 +320,10 @@ async fn a_new_plugin_file_does_not_delay_a_concurrent_mapping_reload() {
     let Some(wasm) = example("py-stdio") else {
         return;
     };
+    // The stub naming the plugin comes with it: a stub naming a plugin that does not
+    // exist yet would load without it (WireMock's lenient loading) and answer 200.
     let dir = common::root_with_stubs(json!([
-        {"request": {"urlPath": "/static"}, "response": {"body": "v1"}},
-        stub("/late", "late", "ok")
+        {"request": {"urlPath": "/static"}, "response": {"body": "v1"}}
     ]));
     std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
     let mut opts = common::options(dir.path());
@@ -334,6 +335,11 @@ async fn a_new_plugin_file_does_not_delay_a_concurrent_mapping_reload() {
 
     // Drop the plugin in, then edit an unrelated mapping while it compiles.
     std::fs::copy(&wasm, dir.path().join("plugins/late.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("mappings/late.json"),
+        stub("/late", "late", "ok").to_string(),
+    )
+    .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let edited = std::time::Instant::now();
     std::fs::write(
