@@ -169,7 +169,12 @@ async fn a_rust_custom_matcher_decides_which_stub_answers() {
 async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
     let dir = common::root_with_stubs(json!([
         hostile_stub("/loop", "loop"),
-        hostile_stub("/memory", "memory"),
+        // The memory bomb is the same guest under another name with a longer CPU
+        // deadline: on a loaded machine it could otherwise reach 100 ms of wall-clock
+        // epochs before it reaches its memory cap, and fail the other way.
+        {"request": {"urlPath": "/memory"},
+         "response": {"status": 200, "body": "unchanged",
+                      "transformers": ["hostile-memory"], "transformerParameters": {"mode": "memory"}}},
         hostile_stub("/trap", "trap"),
         hostile_stub("/panic", "panic"),
         hostile_stub("/status", "status"),
@@ -182,6 +187,12 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
         {"request": {"urlPath": "/static"}, "response": {"body": "still here"}}
     ]));
     install(dir.path(), "hostile", &hostile());
+    install(dir.path(), "hostile-memory", &hostile());
+    std::fs::write(
+        dir.path().join("plugins/hostile-memory.json"),
+        r#"{"timeoutMilliseconds": 10000}"#,
+    )
+    .unwrap();
     let server = common::serve(dir.path()).await;
     let addr = server.http_addr;
     let cases = [
@@ -201,7 +212,12 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
         assert_eq!(a.status, 500, "{path}: {}", a.body);
         assert_eq!(a.header("content-type"), Some("application/json"));
         let v: Value = serde_json::from_str(&a.body).unwrap();
-        assert_eq!(v["plugin"], "hostile", "{path}: {v}");
+        let plugin = if path == "/memory" {
+            "hostile-memory"
+        } else {
+            "hostile"
+        };
+        assert_eq!(v["plugin"], plugin, "{path}: {v}");
         assert!(v["mapping"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
         assert!(
             v["reason"].as_str().unwrap().contains(reason),
@@ -218,7 +234,8 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
         .stats
         .failures
         .load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(failures, cases.len() as u64);
+    // Every case but the memory bomb is `hostile`'s (loaded first: by name).
+    assert_eq!(failures, cases.len() as u64 - 1);
     assert_eq!(
         plugin
             .stats
@@ -228,7 +245,11 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
     );
     let metrics = get(addr, "/__admin/metrics").await.body;
     assert!(
-        metrics.contains("decoy_plugin_failures_total{plugin=\"hostile\"} 8"),
+        metrics.contains("decoy_plugin_failures_total{plugin=\"hostile\"} 7"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("decoy_plugin_failures_total{plugin=\"hostile-memory\"} 1"),
         "{metrics}"
     );
     server.shutdown().await;
