@@ -493,9 +493,15 @@ fn flag(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<bool> {
         .map(|b| b.unwrap_or(false))
 }
 
-fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
-    let (expression, sub) = match v {
-        Value::String(s) => (s.clone(), None),
+/// The two forms of `matchesJsonPath` and `matchesXPath`: the expression as a string,
+/// or `{"expression": ..., <operator>: ...}` with a pattern for what it selects.
+fn expression_and_sub(
+    v: &Value,
+    path: &str,
+    what: &str,
+) -> FieldResult<(String, Option<Box<StringPattern>>)> {
+    match v {
+        Value::String(s) => Ok((s.clone(), None)),
         Value::Object(obj) => {
             let expr = obj.get("expression").ok_or_else(|| {
                 FieldError::new(path, "an object form needs \"expression\" and one operator")
@@ -511,18 +517,17 @@ fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
             } else {
                 Some(Box::new(StringPattern::parse(&Value::Object(rest), path)?))
             };
-            (expression, sub)
+            Ok((expression, sub))
         }
-        other => {
-            return Err(FieldError::new(
-                path,
-                format!(
-                    "expected a JSONPath string or an object, found {}",
-                    kind(other)
-                ),
-            ));
-        }
-    };
+        other => Err(FieldError::new(
+            path,
+            format!("expected {what} string or an object, found {}", kind(other)),
+        )),
+    }
+}
+
+fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
+    let (expression, sub) = expression_and_sub(v, path, "a JSONPath")?;
     let (rfc, length) = jayway_to_rfc9535(&expression);
     let compiled = JsonPathQuery::parse(&rfc)
         .map_err(|e| FieldError::new(path, format!("invalid JSONPath {expression:?}: {e}")))?;
@@ -649,38 +654,7 @@ fn parse_xpath(
         }
         None => Vec::new(),
     };
-    let (expression, sub) = match v {
-        Value::String(s) => (s.clone(), None),
-        Value::Object(o) => {
-            let expr = o.get("expression").ok_or_else(|| {
-                FieldError::new(
-                    vpath,
-                    "an object form needs \"expression\" and one operator",
-                )
-            })?;
-            let expression = as_str(expr, &join(vpath, "expression"))?.to_owned();
-            let rest: Map<String, Value> = o
-                .iter()
-                .filter(|(k, _)| *k != "expression")
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            let sub = if rest.is_empty() {
-                None
-            } else {
-                Some(Box::new(StringPattern::parse(&Value::Object(rest), vpath)?))
-            };
-            (expression, sub)
-        }
-        other => {
-            return Err(FieldError::new(
-                vpath,
-                format!(
-                    "expected an XPath string or an object, found {}",
-                    kind(other)
-                ),
-            ));
-        }
-    };
+    let (expression, sub) = expression_and_sub(v, vpath, "an XPath")?;
     let xpath = xml::XPathSpec::new(expression, namespaces)
         .map_err(|reason| FieldError::new(vpath, reason))?;
     Ok(StringPattern::MatchesXPath {
