@@ -24,6 +24,17 @@ pub struct StubRef {
     pub name: Option<String>,
 }
 
+impl StubRef {
+    /// A loaded mapping, at `src`.
+    pub fn of(m: &Mapping, src: &Source) -> StubRef {
+        StubRef {
+            index: src.index,
+            id: Some(m.id.to_string()),
+            name: m.name.as_deref().map(str::to_owned),
+        }
+    }
+}
+
 /// One problem (or warning) found while loading.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -374,11 +385,7 @@ where
                 };
                 problems.push(Problem {
                     file: src.file.clone(),
-                    stub: Some(StubRef {
-                        index: src.index,
-                        id: Some(m.id.to_string()),
-                        name: m.name.as_deref().map(str::to_owned),
-                    }),
+                    stub: Some(StubRef::of(m, src)),
                     error: FieldError::new(
                         "id",
                         format!(
@@ -428,11 +435,7 @@ pub fn shadowed_stubs(mappings: &[Mapping]) -> Vec<Problem> {
         let Some(wsrc) = &winner.source else { continue };
         out.push(Problem {
             file: src.file.clone(),
-            stub: Some(StubRef {
-                index: src.index,
-                id: Some(m.id.to_string()),
-                name: m.name.as_deref().map(str::to_owned),
-            }),
+            stub: Some(StubRef::of(m, src)),
             error: FieldError::new(
                 "request",
                 format!(
