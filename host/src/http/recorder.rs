@@ -209,16 +209,7 @@ fn extension(content_type: &str, path: &str) -> String {
 /// `content-type` → `Content-Type`: hyper keeps header names lower case; WireMock's
 /// files carry them as the service sent them, which is almost always this.
 fn title_case(name: &str) -> String {
-    name.split('-')
-        .map(|w| {
-            let mut c = w.chars();
-            match c.next() {
-                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
-                None => String::new(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("-")
+    decoy_spec::request::title_case_header(name)
 }
 
 #[cfg(test)]

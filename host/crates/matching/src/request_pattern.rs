@@ -764,16 +764,7 @@ fn labelled(name: &str, description: &str) -> String {
 
 /// `content-type` -> `Content-Type`, for reports.
 fn display_header(name: &str) -> String {
-    name.split('-')
-        .map(|w| {
-            let mut c = w.chars();
-            match c.next() {
-                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
-                None => String::new(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("-")
+    decoy_spec::request::title_case_header(name)
 }
 
 impl MultipartPattern {
