@@ -52,6 +52,8 @@ export DECOY_EXAMPLE_PLUGINS="$PWD/target/example-plugins"
 
 log "rust tests (unit, integration on port 0, fixture folders, property tests, RabbitMQ, plugins)"
 cargo test --workspace
+log "the example plugins' end-to-end tests (ignored by a plain cargo test: they need the plugins built above)"
+cargo test -p decoy --test it -- --ignored plugin_examples::
 
 log "admin API driven by a third-party client (PyPI package wiremock) against decoy"
 work=$(mktemp -d)
@@ -66,7 +68,7 @@ if command -v java >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   (cd "$work" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
   jar="$work/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar"
   python3 tests/wiremock-compat.py "$jar"
-  WIREMOCK_JAR="$jar" cargo test --quiet -p decoy --test load_order
+  WIREMOCK_JAR="$jar" cargo test --quiet -p decoy --test it -- --ignored load_order::
   log "real users' WireMock roots against WireMock and decoy"
   python3 tests/corpus-compat.py --wiremock "$jar" --decoy target/debug/decoy
   "$work/venv/bin/python" tests/client-compat.py wiremock "$jar"

@@ -4,13 +4,11 @@
 //! panic, malformed answers) that must not take the server down. The plugins are
 //! built from the workspace for wasm32-wasip2 on first use.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::{get, send};
+use crate::common::{get, send};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -60,7 +58,7 @@ fn hostile_stub(url: &str, mode: &str) -> Value {
 
 #[tokio::test]
 async fn response_template_is_bundled_and_templates_bodies_files_and_headers() {
-    let dir = common::root(&[
+    let dir = crate::common::root(&[
         (
             "mappings/t.json",
             &json!({"mappings": [
@@ -82,7 +80,7 @@ async fn response_template_is_bundled_and_templates_bodies_files_and_headers() {
             "<r env=\"{{parameters.env}}\">{{xPath request.body '/a/b/text()'}}</r>",
         ),
     ]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let a = send(addr, "POST", "/users/7?q=x", &[], r#"{"name":"Ada"}"#).await;
     assert_eq!(a.status, 201, "{}", a.body);
@@ -98,10 +96,10 @@ async fn response_template_is_bundled_and_templates_bodies_files_and_headers() {
 
 #[tokio::test]
 async fn global_response_templating_applies_to_every_stub() {
-    let dir = common::root_with_stubs(json!([
+    let dir = crate::common::root_with_stubs(json!([
         {"request": {"urlPath": "/plain"}, "response": {"body": "{{request.method}} {{request.path}}"}}
     ]));
-    let mut opts = common::options(dir.path());
+    let mut opts = crate::common::options(dir.path());
     opts.global_templating = true;
     let server = decoy::server::start(opts).await.unwrap();
     assert_eq!(get(server.http_addr, "/plain").await.body, "GET /plain");
@@ -126,8 +124,8 @@ async fn a_root_without_plugin_references_never_starts_the_wasm_engine() {
         .iter()
         .map(|(a, b)| (a.as_str(), b.as_str()))
         .collect();
-    let dir = common::root(&refs);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&refs);
+    let server = crate::common::serve(dir.path()).await;
     assert_eq!(get(server.http_addr, "/a").await.body, "a");
     let plugins = server.store.context().plugins.clone().unwrap();
     assert!(!plugins.engine_started());
@@ -137,7 +135,7 @@ async fn a_root_without_plugin_references_never_starts_the_wasm_engine() {
 
 #[tokio::test]
 async fn a_rust_custom_matcher_decides_which_stub_answers() {
-    let dir = common::root_with_stubs(json!([
+    let dir = crate::common::root_with_stubs(json!([
         {"request": {"method": "POST", "urlPath": "/orders",
                      "customMatcher": {"name": "json-field-matcher",
                                        "parameters": {"pointer": "/account/tier", "oneOf": ["gold", "platinum"]}}},
@@ -146,7 +144,7 @@ async fn a_rust_custom_matcher_decides_which_stub_answers() {
          "response": {"body": "normal lane"}}
     ]));
     install(dir.path(), "json-field-matcher", &json_matcher());
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let gold = r#"{"account": {"tier": "gold"}}"#;
     let bronze = r#"{"account": {"tier": "bronze"}}"#;
@@ -167,7 +165,7 @@ async fn a_rust_custom_matcher_decides_which_stub_answers() {
 
 #[tokio::test]
 async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
-    let dir = common::root_with_stubs(json!([
+    let dir = crate::common::root_with_stubs(json!([
         hostile_stub("/loop", "loop"),
         // The memory bomb is the same guest under another name with a longer CPU
         // deadline: on a loaded machine it could otherwise reach 100 ms of wall-clock
@@ -193,7 +191,7 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
         r#"{"timeoutMilliseconds": 10000}"#,
     )
     .unwrap();
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let cases = [
         ("/loop", "CPU deadline of 100 ms"),
@@ -257,9 +255,9 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
 
 #[tokio::test]
 async fn a_plugin_that_prints_on_its_first_call_increments_kv_once() {
-    let dir = common::root_with_stubs(json!([hostile_stub("/print", "print")]));
+    let dir = crate::common::root_with_stubs(json!([hostile_stub("/print", "print")]));
     install(dir.path(), "hostile", &hostile());
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     for n in 1..=3 {
         let a = get(server.http_addr, "/print").await;
         assert_eq!((a.status, a.body.as_str()), (200, &*format!("count={n}")));
@@ -272,9 +270,9 @@ async fn a_plugin_that_prints_on_its_first_call_increments_kv_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_that_prints_on_a_multi_threaded_runtime_runs_each_call_once() {
-    let dir = common::root_with_stubs(json!([hostile_stub("/print", "print")]));
+    let dir = crate::common::root_with_stubs(json!([hostile_stub("/print", "print")]));
     install(dir.path(), "hostile", &hostile());
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let calls = (0..20).map(|_| get(server.http_addr, "/print"));
     let answers = futures_util::future::join_all(calls).await;
     let mut counts: Vec<u32> = answers
@@ -288,14 +286,14 @@ async fn a_plugin_that_prints_on_a_multi_threaded_runtime_runs_each_call_once() 
 
 #[tokio::test]
 async fn a_warm_instance_whose_memory_grows_is_retired_before_its_cap_and_no_call_fails() {
-    let dir = common::root_with_stubs(json!([hostile_stub("/grow", "grow")]));
+    let dir = crate::common::root_with_stubs(json!([hostile_stub("/grow", "grow")]));
     install(dir.path(), "hostile", &hostile());
     std::fs::write(
         dir.path().join("plugins/hostile.json"),
         r#"{"memoryLimitMiB": 16}"#,
     )
     .unwrap();
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     for i in 0..300 {
         let a = get(server.http_addr, "/grow").await;
         assert_eq!(a.status, 200, "call {i}: {}", a.body);
@@ -314,7 +312,7 @@ async fn a_warm_instance_whose_memory_grows_is_retired_before_its_cap_and_no_cal
 
 #[tokio::test]
 async fn a_call_that_hits_the_memory_cap_of_a_warm_instance_is_retried_once_on_a_fresh_one() {
-    let dir = common::root_with_stubs(json!([hostile_stub("/grow", "grow")]));
+    let dir = crate::common::root_with_stubs(json!([hostile_stub("/grow", "grow")]));
     install(dir.path(), "hostile", &hostile());
     // No retirement by memory: every instance grows until a call hits the cap.
     std::fs::write(
@@ -322,7 +320,7 @@ async fn a_call_that_hits_the_memory_cap_of_a_warm_instance_is_retried_once_on_a
         r#"{"memoryLimitMiB": 16, "retireAtMemoryPercent": 100}"#,
     )
     .unwrap();
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     for i in 0..200 {
         let a = get(server.http_addr, "/grow").await;
         assert_eq!(a.status, 200, "call {i}: {}", a.body);
@@ -341,14 +339,14 @@ async fn a_call_that_hits_the_memory_cap_of_a_warm_instance_is_retried_once_on_a
 
 #[tokio::test]
 async fn an_instance_is_retired_after_max_calls_per_instance() {
-    let dir = common::root_with_stubs(json!([hostile_stub("/count", "count")]));
+    let dir = crate::common::root_with_stubs(json!([hostile_stub("/count", "count")]));
     install(dir.path(), "hostile", &hostile());
     std::fs::write(
         dir.path().join("plugins/hostile.json"),
         r#"{"maxCallsPerInstance": 2}"#,
     )
     .unwrap();
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let mut bodies = Vec::new();
     for _ in 0..4 {
         bodies.push(get(server.http_addr, "/count").await.body);
@@ -371,12 +369,12 @@ async fn warm_instances_are_reused_unless_isolation_is_per_request() {
         (None, true),
         (Some(r#"{"isolation": "per-request"}"#), false),
     ] {
-        let dir = common::root_with_stubs(json!([hostile_stub("/count", "count")]));
+        let dir = crate::common::root_with_stubs(json!([hostile_stub("/count", "count")]));
         install(dir.path(), "hostile", &hostile());
         if let Some(s) = settings {
             std::fs::write(dir.path().join("plugins/hostile.json"), s).unwrap();
         }
-        let server = common::serve(dir.path()).await;
+        let server = crate::common::serve(dir.path()).await;
         let mut bodies = Vec::new();
         for _ in 0..3 {
             bodies.push(get(server.http_addr, "/count").await.body);
@@ -394,14 +392,14 @@ async fn warm_instances_are_reused_unless_isolation_is_per_request() {
 
 #[tokio::test]
 async fn replacing_a_wasm_file_reloads_the_plugin_and_a_new_one_applies_to_the_stubs_naming_it() {
-    let dir = common::root_with_stubs(json!([
+    let dir = crate::common::root_with_stubs(json!([
         {"request": {"urlPath": "/p"},
          "response": {"body": "{{request.method}}", "transformers": ["swap"]}},
         {"request": {"urlPath": "/later"},
          "response": {"body": "{{request.path}}", "transformers": ["later"]}}
     ]));
     install(dir.path(), "swap", &hostile());
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     assert_eq!(get(addr, "/p").await.body, "echo /p");
     // Served without the plugin it names until that plugin exists, as WireMock serves
@@ -437,7 +435,7 @@ async fn replacing_a_wasm_file_reloads_the_plugin_and_a_new_one_applies_to_the_s
 #[tokio::test]
 async fn mappings_naming_unusable_plugins_are_rejected_with_the_reason_and_unknown_ones_warned_about()
  {
-    let dir = common::root_with_stubs(json!([
+    let dir = crate::common::root_with_stubs(json!([
         {"request": {"urlPath": "/a"}, "response": {"transformers": ["missing"]}},
         {"request": {"urlPath": "/b"}, "response": {"transformers": ["garbage"]}},
         {"request": {"urlPath": "/c"}, "response": {"transformers": ["json-field-matcher"]}},

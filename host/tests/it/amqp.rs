@@ -4,8 +4,6 @@
 //! uniquely named queues and deletes them. `tests/run.sh` (and CI) start RabbitMQ
 //! when it is not running.
 
-mod common;
-
 use std::time::Duration;
 
 use lapin::options::{
@@ -99,7 +97,7 @@ async fn get(ch: &Channel, q: &str, wait: Duration) -> Option<(String, BasicProp
 
 /// A root directory serving one queue through RabbitMQ.
 fn root(request_q: &str, unmatched_q: &str) -> tempfile::TempDir {
-    common::root(&[
+    crate::common::root(&[
         (
             "mq-connections.json",
             &json!([{
@@ -134,7 +132,7 @@ async fn a_request_on_rabbitmq_gets_its_mapped_reply_on_its_reply_to_queue() {
     let (_conn, ch) = channel().await;
     let [req_q, reply_q, lost_q] = queues(&ch).await;
     let dir = root(&req_q, &lost_q);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
 
     let props = BasicProperties::default()
@@ -188,7 +186,9 @@ async fn a_request_on_rabbitmq_gets_its_mapped_reply_on_its_reply_to_queue() {
             .is_none()
     );
 
-    let metrics = common::get(server.http_addr, "/__admin/metrics").await.body;
+    let metrics = crate::common::get(server.http_addr, "/__admin/metrics")
+        .await
+        .body;
     assert!(
         metrics.contains(r#"decoy_requests_total{transport="amqp",outcome="matched"} 1"#),
         "{metrics}"
@@ -220,7 +220,7 @@ async fn the_service_keeps_answering_after_the_broker_drops_every_connection() {
     let (_conn, ch) = channel().await;
     let [req_q, reply_q, lost_q] = queues(&ch).await;
     let dir = root(&req_q, &lost_q);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let ask = |n: u32| {
         BasicProperties::default()
             .with_reply_to(reply_q.clone().into())
@@ -267,7 +267,7 @@ async fn an_edited_mq_mapping_is_served_without_a_restart_and_a_broken_one_keeps
     let (_conn, ch) = channel().await;
     let [req_q, reply_q, lost_q] = queues(&ch).await;
     let dir = root(&req_q, &lost_q);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let mapping = |text: &str| {
         json!({"connectionId": "rabbit",
                "request": {"destination": {"name": req_q, "type": "QUEUE"}},
@@ -312,7 +312,7 @@ async fn an_edited_mq_mapping_is_served_without_a_restart_and_a_broken_one_keeps
     .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let problems = loop {
-        let p = common::get(server.http_addr, "/__admin/problems")
+        let p = crate::common::get(server.http_addr, "/__admin/problems")
             .await
             .body;
         if p.contains("BOGUS") || tokio::time::Instant::now() > deadline {
@@ -359,7 +359,7 @@ async fn a_publication_on_a_topic_gets_its_reply_published_on_another_topic() {
     )
     .await
     .unwrap();
-    let dir = common::root(&[
+    let dir = crate::common::root(&[
         (
             "mq-connections.json",
             &json!([{"connectionId": "rabbit", "connectionData": {"type": "amqp", "uri": url()}}])
@@ -376,7 +376,7 @@ async fn a_publication_on_a_topic_gets_its_reply_published_on_another_topic() {
             .to_string(),
         ),
     ]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
     // The subscription is made in the background once serving starts: publish until
     // it is there (a publication nobody subscribed to is dropped, as on any topic).

@@ -6,13 +6,11 @@
 //! Waiting for the file watcher polls with a generous bound (10 s) instead of asserting
 //! a latency: how fast a reload is is measured by the benchmark, not here.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Answer, get, send};
+use crate::common::{Answer, get, send};
 use decoy::server::{ServeOptions, start};
 use serde_json::{Value, json};
 
@@ -59,8 +57,8 @@ async fn admin(addr: SocketAddr, method: &str, path: &str, body: Value) -> (u16,
 
 #[tokio::test]
 async fn new_changed_renamed_and_deleted_files_are_served_without_a_restart() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "one"))]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "one"))]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     assert_eq!(get(addr, "/a").await.body, "one");
 
@@ -102,14 +100,14 @@ async fn new_changed_renamed_and_deleted_files_are_served_without_a_restart() {
 
 #[tokio::test]
 async fn a_changed_body_file_is_served_after_a_reload() {
-    let dir = common::root(&[
+    let dir = crate::common::root(&[
         (
             "mappings/a.json",
             r#"{"request": {"url": "/f"}, "response": {"bodyFileName": "f.txt"}}"#,
         ),
         ("__files/f.txt", "old body"),
     ]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     assert_eq!(get(server.http_addr, "/f").await.body, "old body");
     write(dir.path(), "__files/f.txt", "new body");
     let a = eventually(server.http_addr, "/f", |a| a.body == "new body").await;
@@ -119,8 +117,8 @@ async fn a_changed_body_file_is_served_after_a_reload() {
 
 #[tokio::test]
 async fn a_broken_edit_keeps_the_last_good_version_live_and_is_reported_until_fixed() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "good"))]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "good"))]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     write(
         dir.path(),
@@ -168,11 +166,11 @@ async fn scenario_states_survive_a_reload() {
         ]})
         .to_string()
     };
-    let dir = common::root(&[
+    let dir = crate::common::root(&[
         ("mappings/s.json", &scenario("second")),
         ("mappings/x.json", &stub("/x", "x")),
     ]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     assert_eq!(get(addr, "/s").await.body, "first");
     write(dir.path(), "mappings/s.json", &scenario("second, reloaded"));
@@ -186,10 +184,10 @@ async fn scenario_states_survive_a_reload() {
 
 #[tokio::test]
 async fn with_watching_off_files_change_nothing_until_a_reset() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "one"))]);
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "one"))]);
     let server = start(ServeOptions {
         watch: false,
-        ..common::options(dir.path())
+        ..crate::common::options(dir.path())
     })
     .await
     .unwrap();
@@ -207,8 +205,8 @@ async fn with_watching_off_files_change_nothing_until_a_reset() {
 
 #[tokio::test]
 async fn save_writes_api_mappings_as_files_that_are_not_loaded_twice() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "file"))]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "file"))]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let (status, created) = admin(
         addr,
@@ -240,8 +238,8 @@ async fn save_writes_api_mappings_as_files_that_are_not_loaded_twice() {
 async fn api_mappings_are_validated_with_the_same_messages_as_files() {
     let bad =
         json!({"name": "bad", "request": {"urlPathPattern": "/x/[a-"}, "response": {"status": 42}});
-    let dir = common::root(&[("mappings/bad.json", &bad.to_string())]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[("mappings/bad.json", &bad.to_string())]);
+    let server = crate::common::serve(dir.path()).await;
     let from_file: Vec<String> = server
         .report
         .problems
@@ -263,11 +261,11 @@ async fn api_mappings_are_validated_with_the_same_messages_as_files() {
 
 #[tokio::test]
 async fn files_can_be_managed_only_inside_the_files_directory() {
-    let dir = common::root(&[
+    let dir = crate::common::root(&[
         ("mappings/a.json", &stub("/a", "a")),
         ("secret.txt", "secret"),
     ]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let put = send(addr, "PUT", "/__admin/files/docs/one.txt", &[], "content").await;
     assert_eq!(put.status, 200);
@@ -301,10 +299,10 @@ async fn files_can_be_managed_only_inside_the_files_directory() {
 
 #[tokio::test]
 async fn the_admin_api_needs_the_token_when_one_is_set() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "a"))]);
     let server = start(ServeOptions {
         admin_token: Some("s3cret".into()),
-        ..common::options(dir.path())
+        ..crate::common::options(dir.path())
     })
     .await
     .unwrap();
@@ -334,10 +332,10 @@ async fn the_admin_api_needs_the_token_when_one_is_set() {
 
 #[tokio::test]
 async fn an_admin_port_serves_only_the_admin_api_and_the_stub_port_only_stubs() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "a"))]);
     let server = start(ServeOptions {
         admin_port: Some(0),
-        ..common::options(dir.path())
+        ..crate::common::options(dir.path())
     })
     .await
     .unwrap();
@@ -358,10 +356,10 @@ async fn an_admin_port_serves_only_the_admin_api_and_the_stub_port_only_stubs() 
 
 #[tokio::test]
 async fn the_journal_keeps_only_the_newest_entries_and_can_be_turned_off() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "a"))]);
     let server = start(ServeOptions {
         journal_entries: 3,
-        ..common::options(dir.path())
+        ..crate::common::options(dir.path())
     })
     .await
     .unwrap();
@@ -380,7 +378,7 @@ async fn the_journal_keeps_only_the_newest_entries_and_can_be_turned_off() {
 
     let server = start(ServeOptions {
         journal_entries: 0,
-        ..common::options(dir.path())
+        ..crate::common::options(dir.path())
     })
     .await
     .unwrap();
@@ -393,11 +391,11 @@ async fn the_journal_keeps_only_the_newest_entries_and_can_be_turned_off() {
 
 #[tokio::test]
 async fn metrics_count_requests_per_mapping_and_transport_across_reloads() {
-    let dir = common::root(&[(
+    let dir = crate::common::root(&[(
         "mappings/a.json",
         r#"{"id": "5e6b0e9c-0000-4000-8000-000000000001", "name": "the a", "request": {"url": "/a"}, "response": {"body": "a"}}"#,
     )]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     for _ in 0..3 {
         get(addr, "/a").await;
@@ -437,8 +435,8 @@ async fn metrics_count_requests_per_mapping_and_transport_across_reloads() {
 
 #[tokio::test]
 async fn a_global_fixed_delay_applies_to_stubbed_answers() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = crate::common::serve(dir.path()).await;
     admin(
         server.http_addr,
         "POST",
@@ -456,7 +454,7 @@ async fn a_global_fixed_delay_applies_to_stubbed_answers() {
 
 /// A real service for proxying and recording: another decoy with its own stubs.
 async fn upstream() -> (tempfile::TempDir, decoy::server::Running) {
-    let dir = common::root_with_stubs(json!([
+    let dir = crate::common::root_with_stubs(json!([
         {"request": {"method": "GET", "url": "/svc/data",
                      "headers": {"X-Added": {"equalTo": "yes"}, "X-Secret": {"absent": true}}},
          "response": {"status": 200, "body": "{\"from\":\"upstream\"}", "headers": {"Content-Type": "application/json", "X-Up": "1"}}},
@@ -467,14 +465,14 @@ async fn upstream() -> (tempfile::TempDir, decoy::server::Running) {
         {"request": {"method": "POST", "url": "/svc/orders", "bodyPatterns": [{"equalToJson": {"item": "tea"}}]},
          "response": {"status": 201, "body": "ordered", "headers": {"Content-Type": "text/plain"}}},
     ]));
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     (dir, server)
 }
 
 #[tokio::test]
 async fn a_proxy_stub_forwards_with_prefix_removed_and_headers_edited() {
     let (_up_dir, up) = upstream().await;
-    let dir = common::root(&[(
+    let dir = crate::common::root(&[(
         "mappings/proxy.json",
         &json!({"request": {"urlPathPattern": "/api/.*"},
                 "response": {"proxyBaseUrl": format!("http://{}", up.http_addr),
@@ -483,7 +481,7 @@ async fn a_proxy_stub_forwards_with_prefix_removed_and_headers_edited() {
                              "removeProxyRequestHeaders": ["X-Secret"]}})
         .to_string(),
     )]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let a = send(
         server.http_addr,
         "GET",
@@ -504,12 +502,12 @@ async fn a_proxy_stub_whose_service_is_down_answers_500_naming_it() {
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = free.local_addr().unwrap().port();
     drop(free);
-    let dir = common::root(&[(
+    let dir = crate::common::root(&[(
         "mappings/proxy.json",
         &json!({"request": {"url": "/down"}, "response": {"proxyBaseUrl": format!("http://127.0.0.1:{port}")}})
             .to_string(),
     )]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let a = get(server.http_addr, "/down").await;
     assert_eq!(a.status, 500);
     assert!(
@@ -523,8 +521,8 @@ async fn a_proxy_stub_whose_service_is_down_answers_500_naming_it() {
 #[tokio::test]
 async fn recording_turns_proxied_traffic_into_mapping_files_that_are_then_served() {
     let (_up_dir, up) = upstream().await;
-    let dir = common::root(&[]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let (status, _) = admin(
         addr,
@@ -612,13 +610,13 @@ async fn recording_turns_proxied_traffic_into_mapping_files_that_are_then_served
 #[tokio::test]
 async fn a_snapshot_turns_proxied_journal_entries_into_stubs_without_persisting() {
     let (_up_dir, up) = upstream().await;
-    let dir = common::root(&[(
+    let dir = crate::common::root(&[(
         "mappings/proxy.json",
         &json!({"request": {"urlPathPattern": "/svc/.*"},
                 "response": {"proxyBaseUrl": format!("http://{}", up.http_addr)}})
         .to_string(),
     )]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     get(addr, "/svc/counter").await;
     get(addr, "/svc/counter").await;
@@ -656,8 +654,8 @@ async fn metric(addr: SocketAddr, name: &str) -> u64 {
 
 #[tokio::test]
 async fn a_burst_of_a_thousand_new_files_is_loaded_in_a_few_swaps() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let before = metric(addr, "decoy_mapping_set_swaps_total").await;
     // As a `git checkout` would: many files, as fast as the disk takes them.
@@ -683,8 +681,8 @@ async fn a_request_waiting_on_its_delay_finishes_with_the_set_it_matched_during_
     let delayed = |body: &str| {
         json!({"request": {"url": "/slow"}, "response": {"body": body, "fixedDelayMilliseconds": 800}}).to_string()
     };
-    let dir = common::root(&[("mappings/slow.json", &delayed("old"))]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[("mappings/slow.json", &delayed("old"))]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let in_flight = tokio::spawn(async move { get(addr, "/slow").await });
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -700,8 +698,8 @@ async fn a_request_waiting_on_its_delay_finishes_with_the_set_it_matched_during_
 
 #[tokio::test]
 async fn requests_since_a_time_and_shutdown_through_the_admin_api() {
-    let dir = common::root(&[("mappings/a.json", &stub("/a", "a"))]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     get(addr, "/a?early").await;
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -727,8 +725,8 @@ async fn requests_since_a_time_and_shutdown_through_the_admin_api() {
 
 #[tokio::test]
 async fn a_stub_posted_to_mappings_remove_is_removed_by_its_id_or_else_by_an_equal_request() {
-    let dir = common::root(&[]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let one = json!({"id": "11111111-0000-0000-0000-000000000001",
         "request": {"method": "GET", "url": "/one"}, "response": {"body": "1"}});
@@ -782,8 +780,8 @@ async fn a_stub_posted_to_mappings_remove_is_removed_by_its_id_or_else_by_an_equ
 
 #[tokio::test]
 async fn a_stub_id_that_is_taken_is_refused_with_wiremocks_duplicate_error() {
-    let dir = common::root(&[]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let s = json!({"id": "11111111-0000-0000-0000-000000000001",
         "request": {"url": "/a"}, "response": {"body": "first"}});
@@ -800,8 +798,8 @@ async fn a_stub_id_that_is_taken_is_refused_with_wiremocks_duplicate_error() {
 
 #[tokio::test]
 async fn unmatched_serve_events_carry_wiremocks_placeholder_stub_and_the_report() {
-    let dir = common::root(&[]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let s = json!({"id": "11111111-0000-0000-0000-000000000001",
         "request": {"urlPath": "/hit"}, "response": {"body": "ok"}});
@@ -863,8 +861,8 @@ async fn unmatched_serve_events_carry_wiremocks_placeholder_stub_and_the_report(
 
 #[tokio::test]
 async fn serve_events_are_removed_by_the_metadata_of_the_stub_that_answered() {
-    let dir = common::root(&[]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     for (url, team) in [("/a", "alpha"), ("/b", "beta")] {
         let s = json!({"request": {"url": url}, "response": {}, "metadata": {"team": team}});
@@ -901,14 +899,14 @@ async fn serve_events_are_removed_by_the_metadata_of_the_stub_that_answered() {
 
 #[tokio::test]
 async fn saved_stubs_are_persistent_and_removing_them_deletes_their_files() {
-    let dir = common::root(&[
+    let dir = crate::common::root(&[
         ("mappings/file.json", &stub("/file", "file")),
         (
             "mappings/list.json",
             &json!({"mappings": [{"request": {"url": "/list"}, "response": {}}]}).to_string(),
         ),
     ]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let id = "11111111-0000-0000-0000-000000000003";
     let s = json!({"id": id, "request": {"method": "GET", "url": "/imp/3"}, "response": {}});
@@ -950,8 +948,8 @@ async fn saved_stubs_are_persistent_and_removing_them_deletes_their_files() {
 
 #[tokio::test]
 async fn scenarios_settings_and_recordings_answer_as_wiremock_does() {
-    let dir = common::root(&[]);
-    let server = common::serve(dir.path()).await;
+    let dir = crate::common::root(&[]);
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let s = json!({"request": {"url": "/flow"}, "response": {}, "scenarioName": "flow",
         "requiredScenarioState": "Started", "newScenarioState": "two"});

@@ -1,11 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Every response feature, through a real server on port 0.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{get, root, root_with_stubs, send, serve};
+use crate::common::{get, root, root_with_stubs, send, serve};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -183,7 +181,7 @@ async fn https_negotiates_h2_by_alpn_with_a_given_certificate() {
             &json!({"request": {"urlPath": "/tls"}, "response": {"body": "secure"}}).to_string(),
         ),
     ]);
-    let mut opts = common::options(dir.path());
+    let mut opts = crate::common::options(dir.path());
     opts.https_port = Some(0);
     opts.https_cert = Some(dir.path().join("cert.pem"));
     opts.https_key = Some(dir.path().join("key.pem"));
@@ -228,7 +226,7 @@ async fn https_negotiates_h2_by_alpn_with_a_given_certificate() {
 #[tokio::test]
 async fn https_starts_with_a_generated_certificate_when_none_is_given() {
     let dir = root_with_stubs(json!([]));
-    let mut opts = common::options(dir.path());
+    let mut opts = crate::common::options(dir.path());
     opts.https_port = Some(0);
     let server = decoy::server::start(opts).await.unwrap();
     assert!(server.https_addr.is_some());
@@ -240,7 +238,7 @@ async fn request_bodies_over_the_limit_get_413_and_the_server_goes_on() {
     let dir = root_with_stubs(
         json!([{"request": {"method": "POST", "urlPath": "/up"}, "response": {"body": "took it"}}]),
     );
-    let mut opts = common::options(dir.path());
+    let mut opts = crate::common::options(dir.path());
     opts.http.max_body = 1024;
     let server = decoy::server::start(opts).await.unwrap();
     let big = "x".repeat(5000);

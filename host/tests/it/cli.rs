@@ -393,7 +393,7 @@ fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library()
 
 /// `java -jar wiremock-standalone-3.13.2.jar --help`, with the two defaults that name
 /// paths of the machine it ran on shortened.
-const WIREMOCK_HELP: &str = include_str!("../../tests/cli/wiremock-3.13.2-help.txt");
+const WIREMOCK_HELP: &str = include_str!("../../../tests/cli/wiremock-3.13.2-help.txt");
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Takes {

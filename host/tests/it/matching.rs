@@ -1,9 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Every request-matching feature, through a real server on port 0.
 
-mod common;
-
-use common::{get, root_with_stubs, send, serve};
+use crate::common::{get, root_with_stubs, send, serve};
 use serde_json::json;
 
 /// A request to try: method, path and query, headers, body.
@@ -433,7 +431,7 @@ async fn unmatched_requests_get_404_naming_the_closest_mapping() {
 
 #[tokio::test]
 async fn an_empty_root_answers_404_saying_there_are_no_mappings() {
-    let dir = common::root(&[]);
+    let dir = crate::common::root(&[]);
     let server = serve(dir.path()).await;
     let a = get(server.http_addr, "/x").await;
     assert_eq!(a.status, 404);

@@ -10,8 +10,6 @@
 //!   loading it reports. Set `DECOY_BLESS=1` to rewrite the `.err` files after an
 //!   intended change of wording (and read the diff).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -39,7 +37,7 @@ async fn every_fixture_folder_gets_its_expected_answers() {
         let cases: Vec<Value> =
             serde_json::from_str(&std::fs::read_to_string(dir.join("requests.json")).unwrap())
                 .unwrap();
-        let server = common::serve(&dir).await;
+        let server = crate::common::serve(&dir).await;
         assert_eq!(
             server.report.rejected,
             0,
@@ -66,7 +64,7 @@ async fn every_fixture_folder_gets_its_expected_answers() {
             if json_body.is_some() {
                 headers.push(("content-type", "application/json"));
             }
-            let a = common::send(
+            let a = crate::common::send(
                 server.http_addr,
                 req["method"].as_str().unwrap_or("GET"),
                 req["url"].as_str().unwrap(),
@@ -150,7 +148,7 @@ fn every_invalid_mapping_is_reported_exactly_as_recorded() {
         if file.extension().is_none_or(|e| e != "json") {
             continue;
         }
-        let root = common::root(&[]);
+        let root = crate::common::root(&[]);
         let name = file.file_name().unwrap().to_str().unwrap().to_owned();
         std::fs::copy(&file, root.path().join("mappings").join(&name)).unwrap();
         let report = decoy_core::mapping::load::load_root(root.path()).unwrap();

@@ -2,40 +2,36 @@
 //! The example plugins in Python, JavaScript and C (plugins/examples/), each serving a
 //! mapping end to end. They need their languages' toolchains, so tests/run.sh builds
 //! them (plugins/examples/build-all.sh) and names the folder in
-//! DECOY_EXAMPLE_PLUGINS; without it these tests say so and do nothing. The Rust
-//! example (a matcher) is built and tested in tests/plugins.rs.
-
-mod common;
+//! DECOY_EXAMPLE_PLUGINS, then runs these `#[ignore]`d tests with `--ignored`. The Rust
+//! example (a matcher) is built and tested in plugins.rs beside this file.
 
 use std::path::PathBuf;
 
-use common::send;
+use crate::common::send;
 use serde_json::{Value, json};
 
-fn example(name: &str) -> Option<PathBuf> {
+fn example(name: &str) -> PathBuf {
     let Some(dir) = std::env::var_os("DECOY_EXAMPLE_PLUGINS") else {
-        eprintln!(
-            "SKIPPED: DECOY_EXAMPLE_PLUGINS is not set; tests/run.sh builds the example plugins and sets it"
+        panic!(
+            "DECOY_EXAMPLE_PLUGINS is not set: tests/run.sh builds the example plugins, sets it and runs these tests with --ignored"
         );
-        return None;
     };
     let file = PathBuf::from(dir).join(format!("{name}.wasm"));
     assert!(file.is_file(), "{} was not built", file.display());
-    Some(file)
+    file
 }
 
 fn root_with(name: &str, wasm: &std::path::Path, stubs: Value) -> tempfile::TempDir {
-    let dir = common::root_with_stubs(stubs);
+    let dir = crate::common::root_with_stubs(stubs);
     std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
     std::fs::copy(wasm, dir.path().join(format!("plugins/{name}.wasm"))).unwrap();
     dir
 }
 
+#[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
 #[tokio::test]
 async fn python_transformer_prices_orders_and_counts_them_in_the_kv_store() {
-    let Some(wasm) = example("python-pricing") else {
-        return;
-    };
+    let wasm = example("python-pricing");
     let dir = root_with(
         "python-pricing",
         &wasm,
@@ -43,7 +39,7 @@ async fn python_transformer_prices_orders_and_counts_them_in_the_kv_store() {
                 "response": {"status": 201, "transformers": ["python-pricing"],
                              "transformerParameters": {"taxRate": 0.2, "currency": "GBP"}}}]),
     );
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let order = r#"{"items": [{"sku": "A1", "price": 9.5, "qty": 2}, {"sku": "B2", "price": 1}]}"#;
     for n in 1..=2 {
         let a = send(server.http_addr, "POST", "/orders", &[], order).await;
@@ -66,11 +62,10 @@ async fn python_transformer_prices_orders_and_counts_them_in_the_kv_store() {
     server.shutdown().await;
 }
 
+#[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
 #[tokio::test]
 async fn javascript_transformer_describes_the_request() {
-    let Some(wasm) = example("js-echo") else {
-        return;
-    };
+    let wasm = example("js-echo");
     let dir = root_with(
         "js-echo",
         &wasm,
@@ -78,7 +73,7 @@ async fn javascript_transformer_describes_the_request() {
                 "response": {"status": 200, "transformers": ["js-echo"],
                              "transformerParameters": {"extra": {"env": "test"}}}}]),
     );
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let a = send(
         server.http_addr,
         "PUT",
@@ -99,11 +94,10 @@ async fn javascript_transformer_describes_the_request() {
     server.shutdown().await;
 }
 
+#[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
 #[tokio::test]
 async fn c_transformer_adds_checksum_headers() {
-    let Some(wasm) = example("c-checksum") else {
-        return;
-    };
+    let wasm = example("c-checksum");
     let dir = root_with(
         "c-checksum",
         &wasm,
@@ -115,7 +109,7 @@ async fn c_transformer_adds_checksum_headers() {
              "response": {"transformers": ["c-checksum"], "transformerParameters": {"echo": true}}}
         ]),
     );
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let a = send(server.http_addr, "POST", "/sum", &[], "hello").await;
     assert_eq!(a.status, 202);
     assert_eq!(a.body, "kept");
@@ -136,11 +130,10 @@ fn stub(url: &str, plugin: &str, mode: &str) -> Value {
                         "transformerParameters": {"mode": mode}}})
 }
 
+#[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
 #[tokio::test]
 async fn a_python_plugin_that_prints_on_its_first_call_increments_kv_once() {
-    let Some(wasm) = example("py-stdio") else {
-        return;
-    };
+    let wasm = example("py-stdio");
     let dir = root_with(
         "py-stdio",
         &wasm,
@@ -153,7 +146,7 @@ async fn a_python_plugin_that_prints_on_its_first_call_increments_kv_once() {
         r#"{"timeoutMilliseconds": 5000}"#,
     )
     .unwrap();
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     for n in 1..=3 {
         let a = send(server.http_addr, "GET", "/print", &[], "").await;
         assert_eq!((a.status, a.body.as_str()), (200, &*format!("count={n}")));
@@ -161,11 +154,10 @@ async fn a_python_plugin_that_prints_on_its_first_call_increments_kv_once() {
     server.shutdown().await;
 }
 
+#[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
 #[tokio::test]
 async fn an_uncaught_python_exception_answers_500_naming_the_exception() {
-    let Some(wasm) = example("py-stdio") else {
-        return;
-    };
+    let wasm = example("py-stdio");
     let dir = root_with(
         "py-stdio",
         &wasm,
@@ -181,7 +173,7 @@ async fn an_uncaught_python_exception_answers_500_naming_the_exception() {
         r#"{"timeoutMilliseconds": 5000}"#,
     )
     .unwrap();
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let a = send(server.http_addr, "GET", "/raise", &[], "").await;
     assert_eq!(a.status, 500, "{}", a.body);
     let v: Value = serde_json::from_str(&a.body).unwrap();
@@ -197,11 +189,10 @@ async fn an_uncaught_python_exception_answers_500_naming_the_exception() {
     server.shutdown().await;
 }
 
+#[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
 #[tokio::test]
 async fn a_javascript_throw_answers_500_with_the_thrown_text_and_console_output_is_safe() {
-    let Some(wasm) = example("js-stdio") else {
-        return;
-    };
+    let wasm = example("js-stdio");
     let dir = root_with(
         "js-stdio",
         &wasm,
@@ -211,7 +202,7 @@ async fn a_javascript_throw_answers_500_with_the_thrown_text_and_console_output_
             stub("/error", "js-stdio", "error")
         ]),
     );
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     for n in 1..=2 {
         let a = send(server.http_addr, "GET", "/print", &[], "").await;
         assert_eq!((a.status, a.body.as_str()), (200, &*format!("count={n}")));
@@ -253,11 +244,10 @@ fn growth_calls() -> usize {
         .unwrap_or(30_000)
 }
 
+#[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_javascript_plugin_whose_memory_grows_per_call_never_answers_500() {
-    let Some(wasm) = example("js-stdio") else {
-        return;
-    };
+    let wasm = example("js-stdio");
     let dir = root_with(
         "js-stdio",
         &wasm,
@@ -271,7 +261,7 @@ async fn a_javascript_plugin_whose_memory_grows_per_call_never_answers_500() {
         r#"{"memoryLimitMiB": 40, "timeoutMilliseconds": 5000}"#,
     )
     .unwrap();
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let total = growth_calls();
     let clients = 4;
@@ -285,7 +275,8 @@ async fn a_javascript_plugin_whose_memory_grows_per_call_never_answers_500() {
                 .build_http();
                 let mut bad = Vec::new();
                 for _ in (c..total).step_by(clients) {
-                    let a = common::send_with(client.clone(), addr, "GET", "/grow", &[], "").await;
+                    let a = crate::common::send_with(client.clone(), addr, "GET", "/grow", &[], "")
+                        .await;
                     if a.status != 200 && bad.len() < 5 {
                         bad.push(format!("{}: {}", a.status, a.body));
                     }
@@ -315,18 +306,17 @@ async fn a_javascript_plugin_whose_memory_grows_per_call_never_answers_500() {
     server.shutdown().await;
 }
 
+#[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
 #[tokio::test]
 async fn a_new_plugin_file_does_not_delay_a_concurrent_mapping_reload() {
-    let Some(wasm) = example("py-stdio") else {
-        return;
-    };
+    let wasm = example("py-stdio");
     // The stub naming the plugin comes with it: a stub naming a plugin that does not
     // exist yet would load without it (WireMock's lenient loading) and answer 200.
-    let dir = common::root_with_stubs(json!([
+    let dir = crate::common::root_with_stubs(json!([
         {"request": {"urlPath": "/static"}, "response": {"body": "v1"}}
     ]));
     std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
-    let mut opts = common::options(dir.path());
+    let mut opts = crate::common::options(dir.path());
     // No compile cache: the Python component takes seconds to compile.
     opts.plugin_cache_dir = None;
     let server = decoy::server::start(opts).await.unwrap();

@@ -8,8 +8,6 @@
 //! docs/mq.md says how to start the container. Everywhere else the adapter is
 //! tested against mqi's mock of the MQI (`host/crates/mq/src/ibmmq/tests.rs`).
 
-mod common;
-
 use std::str::FromStr as _;
 
 use decoy_mq::config::IbmMqConfig;
@@ -42,7 +40,7 @@ fn target() -> Option<IbmMqConfig> {
 }
 
 // Ignored (reported as such, never as a pass) unless asked for: `DECOY_IBMMQ_TEST=...
-// cargo test -p decoy --test ibmmq_live -- --ignored`. Asked for without a queue
+// cargo test -p decoy --test it -- --ignored ibmmq_live`. Asked for without a queue
 // manager named, it fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real IBM MQ queue manager: set DECOY_IBMMQ_TEST=HOST(PORT)/QMGR/CHANNEL and run with --ignored (docs/mq.md)"]
@@ -50,7 +48,7 @@ async fn a_request_put_on_a_real_queue_manager_gets_its_reply() {
     let c = target().expect(
         "DECOY_IBMMQ_TEST must name a queue manager as HOST(PORT)/QMGR/CHANNEL (docs/mq.md)",
     );
-    let dir = common::root(&[
+    let dir = crate::common::root(&[
         (
             "mq-connections.json",
             &json!([{"connectionId": "qm", "connectionData": {
@@ -68,7 +66,7 @@ async fn a_request_put_on_a_real_queue_manager_gets_its_reply() {
             .to_string(),
         ),
     ]);
-    let server = common::serve(dir.path()).await;
+    let server = crate::common::serve(dir.path()).await;
     assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
 
     let reply = tokio::task::spawn_blocking(move || {

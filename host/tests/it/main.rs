@@ -1,0 +1,24 @@
+//! decoy's integration tests, gathered into one test binary: each binary links the
+//! whole engine with wasmtime (about 140 MB in a debug build), so one binary instead of
+//! eleven keeps a clean `cargo test` several hundred megabytes smaller and links once.
+//!
+//! Run one group with a filter, e.g. `cargo test -p decoy --test it amqp::`.
+//! Tests that need something from outside (a WireMock jar, the example plugins built by
+//! `tests/run.sh`, an IBM MQ queue manager) are `#[ignore]`d with the reason, and
+//! `tests/run.sh` runs them with `--ignored` once it has set that up.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod amqp;
+mod cli;
+mod fixtures;
+#[cfg(feature = "ibmmq")]
+mod ibmmq_live;
+mod lifecycle;
+mod load_order;
+mod matching;
+mod plugin_examples;
+mod plugins;
+mod responses;
+mod robustness;
