@@ -50,7 +50,7 @@ impl Admin {
                     AdminReply::json(200, json!({ "nearMisses": misses }))
                 }
                 ("GET", [id]) => match self.journal.get(id) {
-                    Some(e) => AdminReply::json(200, json::serve_event(&e)),
+                    Some(e) => AdminReply::json(200, self.serve_event(&e)),
                     None => AdminReply::not_found(&format!("no request with id {id}")),
                 },
                 ("DELETE", [id]) => {
@@ -142,7 +142,7 @@ impl Admin {
         AdminReply::json(
             200,
             json!({
-                "requests": events.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>(),
+                "requests": events.iter().map(|e| self.serve_event(e)).collect::<Vec<_>>(),
                 "meta": { "total": total },
                 "requestJournalDisabled": !self.journal.enabled(),
             }),
@@ -193,6 +193,33 @@ impl Admin {
     }
 
     /// The three stubs closest to `snap`, as WireMock's near-miss list.
+    /// A journal entry as WireMock writes it, plus decoy's `tiedWith` when other stubs
+    /// of the winner's priority also match the request: the answer then depends on
+    /// which stub was read or added last (for files, the directory's listing order,
+    /// which differs between file systems). Computed now, against the current stubs.
+    fn serve_event(&self, e: &ServeEvent) -> Value {
+        let mut out = json::serve_event(e);
+        if let Some(winner) = &e.mapping {
+            let tied = self.engine().also_matching(&e.request, winner);
+            if !tied.is_empty() {
+                out["tiedWith"] = tied
+                    .iter()
+                    .map(|m| {
+                        let mut t = json!({ "id": &*m.id });
+                        if let Some(name) = &m.name {
+                            t["name"] = json!(&**name);
+                        }
+                        if let Some(src) = &m.source {
+                            t["file"] = json!(src.file.to_string_lossy());
+                        }
+                        t
+                    })
+                    .collect();
+            }
+        }
+        out
+    }
+
     fn near_misses_for(&self, snap: &RequestSnapshot, event: Option<&ServeEvent>) -> Vec<Value> {
         let set = self.engine().mappings();
         let mut scored: Vec<(f64, &Arc<Mapping>)> = set

@@ -283,3 +283,56 @@ async fn a_get_no_stub_matches_is_answered_from_the_files_folder_and_nothing_els
     assert_eq!(get(server.http_addr, "/stubbed?").await.status, 200);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_journal_names_the_stubs_a_tie_was_decided_against() {
+    let dir = crate::common::root(&[
+        (
+            "mappings/a.json",
+            r#"{"name": "broad", "request": {"urlPathPattern": "/tie/.*"}, "response": {"body": "a"}}"#,
+        ),
+        (
+            "mappings/b.json",
+            r#"{"request": {"urlPath": "/tie/x"}, "response": {"body": "b"}}"#,
+        ),
+        (
+            "mappings/c.json",
+            r#"{"priority": 1, "request": {"urlPath": "/alone"}, "response": {"body": "c"}}"#,
+        ),
+        (
+            "mappings/d.json",
+            r#"{"request": {"urlPath": "/alone"}, "response": {"body": "d"}}"#,
+        ),
+    ]);
+    let server = serve(dir.path()).await;
+    let tied = get(server.http_addr, "/tie/x").await;
+    assert_eq!(tied.status, 200);
+    let alone = get(server.http_addr, "/alone").await;
+    assert_eq!(alone.body, "c", "priority 1 wins without a tie");
+    let journal: serde_json::Value =
+        serde_json::from_str(&get(server.http_addr, "/__admin/requests").await.body).unwrap();
+    let events = journal["requests"].as_array().unwrap();
+    let by_url = |url: &str| {
+        events
+            .iter()
+            .find(|e| e["request"]["url"] == url)
+            .unwrap_or_else(|| panic!("{url} in {journal}"))
+    };
+    let tie = by_url("/tie/x");
+    let losers = tie["tiedWith"].as_array().expect("tiedWith on a tie");
+    assert_eq!(losers.len(), 1, "{tie}");
+    let loser_file = losers[0]["file"].as_str().unwrap();
+    let winner_body = tied.body.as_str();
+    // Whichever file the directory listed last won; the other is named.
+    let expected_loser = if winner_body == "a" {
+        "b.json"
+    } else {
+        "a.json"
+    };
+    assert!(loser_file.ends_with(expected_loser), "{tie}");
+    assert!(
+        by_url("/alone").get("tiedWith").is_none(),
+        "a lower priority stub is no tie"
+    );
+    server.shutdown().await;
+}

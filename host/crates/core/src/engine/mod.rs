@@ -275,6 +275,29 @@ impl Engine {
         }
     }
 
+    /// Other stubs of `winner`'s priority whose built-in matchers also accept `req`:
+    /// the stubs a tie was decided against (the one read or added last wins, as in
+    /// WireMock, so the answer can depend on the file system's listing order). This is
+    /// for the admin API's journal, computed when an event is read, never while
+    /// serving; stubs with a plugin matcher are left out, so reading the journal never
+    /// calls a plugin. Scenario states are not considered.
+    pub fn also_matching(&self, req: &RequestSnapshot, winner: &Mapping) -> Vec<Arc<Mapping>> {
+        let set = self.set.load();
+        let mut candidates = Vec::new();
+        set.index.candidates(req.path(), &mut candidates);
+        candidates
+            .iter()
+            .map(|&rank| &set.ranked[rank as usize])
+            .filter(|m| {
+                m.priority == winner.priority
+                    && m.id != winner.id
+                    && m.request.custom.is_none()
+                    && m.request.matches(req)
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Checks the mapping's required scenario state and moves the scenario on, under
     /// one lock so two concurrent requests cannot both take the same transition.
     fn enter_scenario(&self, m: &Mapping) -> bool {
