@@ -58,6 +58,9 @@ pub struct ServeOptions {
     pub preserve_host_header: bool,
     /// `--proxy-via`: the forward proxy proxied requests go through.
     pub proxy_via: Option<crate::http::via::ProxyVia>,
+    /// `--allow-proxy-targets` / `--deny-proxy-targets`, as written.
+    pub allow_proxy_targets: Option<String>,
+    pub deny_proxy_targets: Option<String>,
     /// `--record-mappings`: proxied answers are written into `mappings/` and `__files/`.
     pub record_mappings: bool,
     /// `--match-headers`: request headers recorded as `equalTo` matches.
@@ -106,6 +109,8 @@ impl Default for ServeOptions {
             proxy_all: None,
             preserve_host_header: false,
             proxy_via: None,
+            allow_proxy_targets: None,
+            deny_proxy_targets: None,
             record_mappings: false,
             match_headers: Vec::new(),
         }
@@ -206,6 +211,11 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
             "--record-mappings cannot be used with --no-request-journal: the request journal must be enabled to record stubs"
         );
     }
+    let proxy_targets = crate::http::targets::ProxyTargets::parse(
+        opts.allow_proxy_targets.as_deref(),
+        opts.deny_proxy_targets.as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let proxy_all = match &opts.proxy_all {
         Some(url) => Some(proxy_all_stub(url)?),
         None => None,
@@ -304,7 +314,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let journal = Arc::new(Journal::new(opts.journal_entries));
     let proxy = ProxyClient::new(opts.proxy_timeout)
         .preserving_host(opts.preserve_host_header)
-        .via(opts.proxy_via.clone());
+        .via(opts.proxy_via.clone())
+        .targets(proxy_targets);
     let recorder = opts.record_mappings.then(|| {
         Arc::new(crate::http::recorder::Recorder::new(
             &opts.root_dir,

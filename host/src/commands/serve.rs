@@ -214,9 +214,12 @@ pub struct ServeArgs {
     max_http_client_connections: Option<String>,
     #[arg(long, hide = true)]
     disable_connection_reuse: Option<String>,
-    #[arg(long, hide = true)]
+    /// Proxy stubs, --proxy-all and recording may reach only these targets:
+    /// comma-separated IPv4 addresses, ranges (A-B) and host name wildcards (*.x.com).
+    #[arg(long, value_name = "LIST")]
     allow_proxy_targets: Option<String>,
-    #[arg(long, hide = true)]
+    /// Proxy stubs, --proxy-all and recording may not reach these targets (same syntax).
+    #[arg(long, value_name = "LIST")]
     deny_proxy_targets: Option<String>,
     #[arg(long, hide = true)]
     enable_browser_proxying: bool,
@@ -393,11 +396,6 @@ impl ServeArgs {
             "there is no classpath; use --root-dir",
         );
         note(
-            self.proxy_via.is_some(),
-            "--proxy-via",
-            "not implemented yet: proxied requests go straight to their target",
-        );
-        note(
             self.preserve_user_agent_proxy_header,
             "--preserve-user-agent-proxy-header",
             "decoy always forwards the client's User-Agent",
@@ -416,16 +414,6 @@ impl ServeArgs {
             self.disable_connection_reuse.is_some(),
             "--disable-connection-reuse",
             "decoy's proxy client always reuses upstream connections",
-        );
-        note(
-            self.allow_proxy_targets.is_some(),
-            "--allow-proxy-targets",
-            "NOT ENFORCED: decoy proxies to any target a stub names; restrict outbound traffic another way",
-        );
-        note(
-            self.deny_proxy_targets.is_some(),
-            "--deny-proxy-targets",
-            "NOT ENFORCED: decoy proxies to any target a stub names; restrict outbound traffic another way",
         );
         let browser =
             "decoy is not a browser (forward) proxy; use proxyBaseUrl stubs or --proxy-all";
@@ -538,6 +526,8 @@ impl ServeArgs {
             proxy_all: self.proxy_all,
             preserve_host_header: self.preserve_host_header,
             proxy_via: self.proxy_via,
+            allow_proxy_targets: self.allow_proxy_targets,
+            deny_proxy_targets: self.deny_proxy_targets,
             record_mappings: self.record_mappings,
             match_headers: self
                 .match_headers

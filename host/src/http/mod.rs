@@ -17,6 +17,7 @@ pub mod fault;
 pub mod jks;
 pub mod proxy;
 pub mod recorder;
+pub mod targets;
 pub mod tls;
 pub mod via;
 pub mod webroot;
@@ -355,10 +356,24 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
                 plan.headers = Arc::from(up.headers);
                 plan.body = up.body;
             }
-            Err(message) => {
+            Err(proxy::ProxyError::Failed(message)) => {
                 tracing::warn!("{message}");
                 let delay = plan.delay;
                 plan = text_plan(500, message);
+                plan.delay = delay;
+            }
+            Err(proxy::ProxyError::Denied) => {
+                tracing::warn!(
+                    "a proxied request to {} was refused by --allow-proxy-targets / --deny-proxy-targets",
+                    spec.target(&snap.url)
+                );
+                let delay = plan.delay;
+                plan = text_plan(500, targets::DENIED.to_owned());
+                // WireMock's exact header for this answer.
+                plan.headers = Arc::from(vec![(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("text/plain"),
+                )]);
                 plan.delay = delay;
             }
         }

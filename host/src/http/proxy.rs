@@ -14,6 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use super::targets::{CheckedResolver, ProxyTargets};
 use super::via::{ProxyVia, ViaConnector};
 use decoy_spec::plan::ProxySpec;
 use decoy_spec::request::RequestSnapshot;
@@ -21,6 +22,16 @@ use decoy_spec::request::RequestSnapshot;
 /// WireMock's default `--proxy-timeout` is 300 s; a mock that hangs that long hides
 /// the problem, so decoy waits 60 s unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a proxied request got no answer from the real service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyError {
+    /// `--allow-proxy-targets` / `--deny-proxy-targets` refuse the target.
+    Denied,
+    /// The message for the 500 answer (the upstream is down, slow, or answered
+    /// something unreadable).
+    Failed(String),
+}
 
 /// What the real service answered.
 #[derive(Debug, Clone)]
@@ -42,10 +53,20 @@ pub struct ProxyClient {
     preserve_host: bool,
     /// `--proxy-via`: a forward proxy every proxied request goes through.
     via: Option<Arc<ProxyVia>>,
+    /// `--allow-proxy-targets` / `--deny-proxy-targets`.
+    targets: Arc<ProxyTargets>,
 }
 
-fn build_client(via: Option<Arc<ProxyVia>>) -> Inner {
-    let mut http = HttpConnector::new();
+fn build_client(via: Option<Arc<ProxyVia>>, targets: Arc<ProxyTargets>) -> Inner {
+    // Resolved addresses are checked where names are resolved. Through `--proxy-via`
+    // the only name resolved here is the proxy's own, which the rules are not about:
+    // the target's host is then checked as written (see `forward`).
+    let rules = if via.is_some() {
+        Arc::new(ProxyTargets::default())
+    } else {
+        targets
+    };
+    let mut http = HttpConnector::new_with_resolver(CheckedResolver::new(rules));
     http.enforce_http(false);
     let tcp = ViaConnector { http, via };
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
@@ -87,7 +108,15 @@ impl ProxyClient {
             timeout,
             preserve_host: false,
             via: None,
+            targets: Arc::default(),
         }
+    }
+
+    /// Which targets may be reached (WireMock's `--allow-proxy-targets` and
+    /// `--deny-proxy-targets`).
+    pub fn targets(mut self, targets: ProxyTargets) -> ProxyClient {
+        self.targets = Arc::new(targets);
+        self
     }
 
     /// Send proxied requests through a forward proxy (WireMock's `--proxy-via`).
@@ -102,17 +131,19 @@ impl ProxyClient {
         self
     }
 
-    /// Sends `req` to the service `spec` names. The error is a message for the 500
-    /// answer (the upstream is down, slow, or answered something unreadable).
+    /// Sends `req` to the service `spec` names.
     pub async fn forward(
         &self,
         spec: &ProxySpec,
         req: &RequestSnapshot,
-    ) -> Result<Upstream, String> {
+    ) -> Result<Upstream, ProxyError> {
         let target = spec.target(&req.url);
         let uri: http::Uri = target
             .parse()
-            .map_err(|e| format!("{target} is not a valid URL: {e}"))?;
+            .map_err(|e| ProxyError::Failed(format!("{target} is not a valid URL: {e}")))?;
+        if !self.targets.allows_host(uri.host().unwrap_or_default()) {
+            return Err(ProxyError::Denied);
+        }
         let mut headers = HeaderMap::with_capacity(req.headers.len() + spec.add_headers.len());
         for (name, value) in &req.headers {
             if is_hop_by_hop(name)
@@ -133,25 +164,31 @@ impl ProxyClient {
             headers.insert(header::PROXY_AUTHORIZATION, auth);
         }
         let method = http::Method::from_bytes(req.method.as_bytes())
-            .map_err(|_| format!("{:?} is not an HTTP method", req.method))?;
+            .map_err(|_| ProxyError::Failed(format!("{:?} is not an HTTP method", req.method)))?;
         let mut out = http::Request::builder()
             .method(method)
             .uri(uri)
             .body(Full::new(req.body.clone()))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ProxyError::Failed(e.to_string()))?;
         *out.headers_mut() = headers;
         let failure = |e: &dyn std::fmt::Display| {
-            format!(
+            ProxyError::Failed(format!(
                 "Network failure trying to make a proxied request from decoy to {target}\r\n{e}"
-            )
+            ))
         };
         let call = async {
             let resp = self
                 .client
-                .get_or_init(|| build_client(self.via.clone()))
+                .get_or_init(|| build_client(self.via.clone(), self.targets.clone()))
                 .request(out)
                 .await
-                .map_err(|e| failure(&e))?;
+                .map_err(|e| {
+                    if super::targets::is_prohibited(&e) {
+                        ProxyError::Denied
+                    } else {
+                        failure(&e)
+                    }
+                })?;
             let status = resp.status().as_u16();
             let headers: Vec<(HeaderName, HeaderValue)> = resp
                 .headers()

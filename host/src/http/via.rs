@@ -74,7 +74,7 @@ impl ProxyVia {
 /// The TCP connector under TLS: straight to the target, or through [`ProxyVia`].
 #[derive(Debug, Clone)]
 pub struct ViaConnector {
-    pub http: HttpConnector,
+    pub http: HttpConnector<super::targets::CheckedResolver>,
     pub via: Option<Arc<ProxyVia>>,
 }
 

@@ -1014,3 +1014,73 @@ async fn scenarios_settings_and_recordings_answer_as_wiremock_does() {
     assert_eq!((status, stopped), (200, json!({"mappings": []})));
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn proxy_targets_are_refused_by_address_by_resolved_name_and_by_wildcard() {
+    let (_up_dir, up) = upstream().await;
+    let port = up.http_addr.port();
+    let dir = crate::common::root(&[(
+        "mappings/proxy.json",
+        &json!({"mappings": [
+            {"request": {"urlPath": "/by-address/svc/counter"},
+             "response": {"proxyBaseUrl": format!("http://127.0.0.1:{port}"), "proxyUrlPrefixToRemove": "/by-address"}},
+            {"request": {"urlPath": "/by-name/svc/counter"},
+             "response": {"proxyBaseUrl": format!("http://localhost:{port}"), "proxyUrlPrefixToRemove": "/by-name"}}
+        ]})
+        .to_string(),
+    )]);
+    let start_with = |allow: Option<&str>, deny: Option<&str>| {
+        let mut opts = crate::common::options(dir.path());
+        opts.allow_proxy_targets = allow.map(str::to_owned);
+        opts.deny_proxy_targets = deny.map(str::to_owned);
+        decoy::server::start(opts)
+    };
+    let denied = "The target proxy address is denied in WireMock's configuration.";
+
+    // Denied by address: both the literal address and a name resolving to it.
+    let server = start_with(None, Some("10.0.0.1,127.0.0.1-127.0.0.9"))
+        .await
+        .unwrap();
+    for path in ["/by-address/svc/counter", "/by-name/svc/counter"] {
+        let a = get(server.http_addr, path).await;
+        assert_eq!(a.status, 500, "{path}: {}", a.body);
+        assert_eq!(a.body, denied, "{path}");
+        assert_eq!(a.header("content-type"), Some("text/plain"));
+    }
+    server.shutdown().await;
+
+    // Denied by name wildcard: the address itself is not a name.
+    let server = start_with(None, Some("local*")).await.unwrap();
+    assert_eq!(
+        get(server.http_addr, "/by-name/svc/counter").await.body,
+        denied
+    );
+    let a = get(server.http_addr, "/by-address/svc/counter").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    server.shutdown().await;
+
+    // An allow list lets through only what it names.
+    let server = start_with(Some("127.0.0.1"), None).await.unwrap();
+    let a = get(server.http_addr, "/by-address/svc/counter").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    server.shutdown().await;
+    let server = start_with(Some("10.0.0.0-10.255.255.255"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        get(server.http_addr, "/by-address/svc/counter").await.body,
+        denied
+    );
+    server.shutdown().await;
+
+    // A bad entry stops the start, naming the flag and the entry.
+    let err = start_with(Some("10.0.0.256"), None)
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        err.to_string(),
+        "--allow-proxy-targets: 10.0.0.256 is not a valid IP address"
+    );
+    up.shutdown().await;
+}

@@ -12,8 +12,8 @@
 //! backreferences) fall back to `fancy-regex`; one that gives up on its backtracking
 //! limit counts as no match, never as a hang.
 //!
-//! A plain pattern is checked when its mapping loads (parsed by `regex-syntax`, which
-//! catches every syntax error) but compiled on its first use, so a root with
+//! A plain pattern is checked when its mapping loads (its syntax tree parsed by
+//! `regex-syntax`, which catches every syntax error) but compiled on its first use, so a root with
 //! thousands of regex stubs starts in milliseconds and only the stubs that are
 //! actually hit cost memory.
 
@@ -67,6 +67,24 @@ fn anchored(pattern: &str) -> String {
     format!("^(?:{pattern})$")
 }
 
+/// Is this a pattern the plain engines take? The syntax tree is enough to know, and
+/// is a fraction of the cost of the full translation (which builds every Unicode
+/// class), paid by every regex stub when a root loads. Only a Unicode property
+/// (`\p{...}`) can be well-formed yet unknown, so those patterns get the full check;
+/// anything else the translation could still refuse is reported when the regex is
+/// first used (and it then never matches).
+fn check_syntax(anchored: &str) -> Result<(), ()> {
+    regex_syntax::ast::parse::Parser::new()
+        .parse(anchored)
+        .map_err(|_| ())?;
+    if anchored.contains("\\p") || anchored.contains("\\P") {
+        regex_syntax::Parser::new()
+            .parse(anchored)
+            .map_err(|_| ())?;
+    }
+    Ok(())
+}
+
 fn build_plain(anchored: &str) -> Result<Box<Compiled>, String> {
     // Only "does it match" is ever asked: no capture groups in the NFA.
     let nfa = thompson::Compiler::new()
@@ -109,8 +127,8 @@ impl Regex {
     /// Compiles `pattern` to match whole values; the error is for the pattern as written.
     pub fn whole(pattern: &str) -> Result<Regex, String> {
         let anchored = anchored(pattern);
-        let engine = match regex_syntax::Parser::new().parse(&anchored) {
-            Ok(_) => Engine::Plain(OnceLock::new()),
+        let engine = match check_syntax(&anchored) {
+            Ok(()) => Engine::Plain(OnceLock::new()),
             Err(_) => match fancy_regex::Regex::new(&anchored) {
                 Ok(re) => Engine::Fancy(Box::new(re)),
                 Err(_) => {
@@ -172,6 +190,13 @@ mod tests {
         assert!(re.is_match("user"));
         assert!(!re.is_match("admin"));
         assert!(Regex::whole("(a)\\1").unwrap().is_match("aa"));
+    }
+
+    #[test]
+    fn unknown_unicode_properties_are_load_errors() {
+        assert!(Regex::whole("\\p{Greek}+").unwrap().is_match("αβ"));
+        assert!(Regex::whole("\\p{NoSuchScript}").is_err());
+        assert!(Regex::whole("\\P{NoSuchScript}").is_err());
     }
 
     #[test]
