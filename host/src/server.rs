@@ -35,8 +35,8 @@ pub struct ServeOptions {
     pub watch: bool,
     /// Serve the admin API on its own port instead of under `/__admin` on `port`.
     pub admin_port: Option<u16>,
-    /// Admin requests need `Authorization: Bearer <token>`.
-    pub admin_token: Option<String>,
+    /// Admin requests need `Authorization: Bearer <token>` (kept as a digest, never logged).
+    pub admin_token: Option<crate::admin::auth::AdminToken>,
     /// Journal capacity; 0 turns the journal off.
     pub journal_entries: usize,
     /// How long a proxied request may take.
@@ -193,6 +193,25 @@ fn proxy_all_stub(url: &str) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
+/// The warning logged at start when anyone who can reach the machine can use the
+/// admin API: it listens on a non-loopback address and needs neither `--admin-token`
+/// nor `--admin-api-basic-auth`. `None` when it is protected or local only.
+pub fn open_admin_warning(opts: &ServeOptions) -> Option<String> {
+    if opts.admin_token.is_some() || opts.http.admin_basic_auth.is_some() {
+        return None;
+    }
+    let ip: std::net::IpAddr = opts.bind_address.parse().ok()?;
+    if ip.is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "the admin API is reachable on {} without --admin-token: anyone who can reach this \
+         address can read the request journal and change, save or delete stubs and files; \
+         set --admin-token (or DECOY_ADMIN_TOKEN) or --bind-address 127.0.0.1",
+        opts.bind_address
+    ))
+}
+
 /// How long a mapping reload waits for a plugin it names to compile, once serving.
 pub const PLUGIN_LOAD_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
@@ -224,6 +243,9 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         }
         None => None,
     };
+    if let Some(w) = open_admin_warning(&opts) {
+        tracing::warn!("{w}");
+    }
     let root = opts.root_dir.clone();
     let ctx = opts.parse_context();
     let load_ctx = ctx.clone();

@@ -7,6 +7,7 @@
 //! transport sends like any other answer. Mapping changes go through the same parser
 //! as files, so they are validated the same way, with the same messages.
 
+pub mod auth;
 mod files;
 pub mod json;
 mod mappings;
@@ -36,7 +37,7 @@ pub struct Admin {
     pub metrics: Arc<Metrics>,
     pub shutdown: watch::Sender<bool>,
     /// When set, admin requests need `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    pub token: Option<auth::AdminToken>,
     pub started: Instant,
     pub recorder: record::Recorder,
     /// The MQ side, whose file problems `/__admin/problems` lists too.
@@ -135,12 +136,7 @@ impl Admin {
 
     pub fn handle(&self, req: &AdminRequest) -> AdminReply {
         if let Some(token) = &self.token {
-            let ok = req
-                .authorization
-                .as_deref()
-                .and_then(|a| a.strip_prefix("Bearer "))
-                .is_some_and(|t| t.trim() == token);
-            if !ok {
+            if !token.accepts(req.authorization.as_deref()) {
                 return AdminReply::json(
                     401,
                     json::error(

@@ -57,9 +57,10 @@ pub struct ServeArgs {
         long,
         value_name = "TOKEN",
         env = "DECOY_ADMIN_TOKEN",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = admin_token
     )]
-    admin_token: Option<String>,
+    admin_token: Option<TokenArg>,
     /// Keep at most this many requests in the journal (oldest dropped first).
     #[arg(long, default_value_t = decoy_core::journal::DEFAULT_MAX_ENTRIES, value_name = "N")]
     max_request_journal_entries: usize,
@@ -232,6 +233,17 @@ pub struct ServeArgs {
     ca_keystore_password: Option<String>,
     #[arg(long, hide = true)]
     ca_keystore_type: Option<String>,
+}
+
+/// `--admin-token`, read straight into its digest so the command line's `Debug`
+/// never shows it; empty (an unset variable in a compose file) means none.
+#[derive(Debug, Clone)]
+struct TokenArg(Option<decoy::admin::auth::AdminToken>);
+
+fn admin_token(v: &str) -> Result<TokenArg, String> {
+    Ok(TokenArg(
+        (!v.is_empty()).then(|| decoy::admin::auth::AdminToken::new(v)),
+    ))
 }
 
 /// `--admin-api-basic-auth`: exactly `user:password`, as WireMock requires.
@@ -507,7 +519,7 @@ impl ServeArgs {
             strict: self.strict,
             watch: !self.no_watch,
             admin_port: self.admin_port,
-            admin_token: self.admin_token.filter(|t| !t.is_empty()),
+            admin_token: self.admin_token.and_then(|t| t.0),
             journal_entries: if self.no_request_journal {
                 0
             } else {

@@ -1,0 +1,226 @@
+//! Hardening of the server itself: the admin API and the files it touches, the admin
+//! token, connections that never speak, the journal's memory, hot reload through a
+//! symlinked `mappings/`. Each test is a regression test for a way decoy once broke,
+//! run against a real server on a free port.
+
+use std::time::Duration;
+
+use decoy::server::{ServeOptions, start};
+use serde_json::{Value, json};
+
+use crate::common::{get, options, root, send};
+
+const STUB: &str = r#"{"request": {"url": "/a"}, "response": {"body": "a"}}"#;
+
+fn parse(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+#[tokio::test]
+async fn the_admin_api_refuses_stub_ids_that_are_not_uuids_as_wiremock_does() {
+    let dir = root(&[("mappings/a.json", STUB)]);
+    let outside = tempfile::tempdir().unwrap();
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let evil = format!("/../../../../../{}/evil", outside.path().display());
+    for key in ["id", "uuid"] {
+        let posted = json!({ key: evil, "request": { "url": "/x" }, "response": {} });
+        let answer = send(addr, "POST", "/__admin/mappings", &[], &posted.to_string()).await;
+        assert_eq!(answer.status, 422, "{}", answer.body);
+        let err = &parse(&answer.body)["errors"][0];
+        assert_eq!(err["code"], 10, "{}", answer.body);
+        assert_eq!(err["title"], "Error parsing JSON", "{}", answer.body);
+        assert_eq!(
+            err["source"]["pointer"],
+            format!("/{key}"),
+            "{}",
+            answer.body
+        );
+        assert!(
+            err["detail"].as_str().unwrap().contains("is not a UUID"),
+            "{}",
+            answer.body
+        );
+    }
+    let import = json!({ "mappings": [ { "id": "zzz", "request": {}, "response": {} } ] });
+    let answer = send(
+        addr,
+        "POST",
+        "/__admin/mappings/import",
+        &[],
+        &import.to_string(),
+    )
+    .await;
+    assert_eq!(answer.status, 422, "{}", answer.body);
+    // A path id that is not a UUID: WireMock's 400 with its title.
+    for method in ["GET", "PUT", "DELETE"] {
+        let answer = send(addr, method, "/__admin/mappings/not-a-uuid", &[], "{}").await;
+        assert_eq!(answer.status, 400, "{method}: {}", answer.body);
+        assert_eq!(
+            parse(&answer.body)["errors"][0]["title"],
+            "not-a-uuid is not a valid UUID"
+        );
+    }
+    // Upper case is a UUID too, kept in its canonical lower-case form.
+    let upper = json!({ "id": "ABCDEF00-0000-0000-0000-00000000000A",
+                        "request": { "url": "/x" }, "response": { "body": "x" } });
+    let answer = send(addr, "POST", "/__admin/mappings", &[], &upper.to_string()).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    assert_eq!(
+        parse(&answer.body)["id"],
+        "abcdef00-0000-0000-0000-00000000000a"
+    );
+    let found = get(
+        addr,
+        "/__admin/mappings/ABCDEF00-0000-0000-0000-00000000000A",
+    )
+    .await;
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert_eq!(
+        get(
+            addr,
+            "/__admin/mappings/abcdef00-0000-0000-0000-00000000000b"
+        )
+        .await
+        .status,
+        404
+    );
+    // Saving writes inside mappings/ only.
+    let answer = send(addr, "POST", "/__admin/mappings/save", &[], "").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert!(
+        std::fs::read_dir(dir.path().join("mappings"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().contains("abcdef00")),
+        "the saved stub is in mappings/"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_file_stub_with_a_non_uuid_id_can_still_be_read_edited_and_removed() {
+    let dir = root(&[(
+        "mappings/a.json",
+        r#"{"id": "cart", "request": {"url": "/a"}, "response": {"body": "a"}}"#,
+    )]);
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    assert_eq!(get(addr, "/__admin/mappings/cart").await.status, 200);
+    let edit = r#"{"request": {"url": "/a"}, "response": {"body": "b"}}"#;
+    let answer = send(addr, "PUT", "/__admin/mappings/cart", &[], edit).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(get(addr, "/a").await.body, "b");
+    let answer = send(addr, "DELETE", "/__admin/mappings/cart", &[], "").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(get(addr, "/a").await.status, 404);
+    server.shutdown().await;
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_files_api_refuses_paths_that_lead_outside_files_through_links() {
+    let dir = root(&[("mappings/a.json", STUB), ("__files/ok.txt", "ok")]);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    let files = dir.path().join("__files");
+    std::os::unix::fs::symlink(outside.path(), files.join("link")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), files.join("s.txt")).unwrap();
+    // Two links to each other's folders: listing must not walk them forever.
+    std::fs::create_dir_all(files.join("x")).unwrap();
+    std::fs::create_dir_all(files.join("y")).unwrap();
+    std::os::unix::fs::symlink(files.join("y"), files.join("x/to-y")).unwrap();
+    std::os::unix::fs::symlink(files.join("x"), files.join("y/to-x")).unwrap();
+    std::os::unix::fs::symlink(&files, files.join("self")).unwrap();
+    std::fs::write(files.join("x/in-x.txt"), "x").unwrap();
+    std::os::unix::fs::symlink(files.join("ok.txt"), files.join("inner.txt")).unwrap();
+
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    for (method, path) in [
+        ("GET", "/__admin/files/link/secret.txt"),
+        ("GET", "/__admin/files/s.txt"),
+        ("PUT", "/__admin/files/link/planted.txt"),
+        ("PUT", "/__admin/files/link/new/dir/planted.txt"),
+        ("DELETE", "/__admin/files/link/secret.txt"),
+        ("DELETE", "/__admin/files/s.txt"),
+        ("GET", "/__admin/files/..%2F..%2Fetc%2Fpasswd"),
+    ] {
+        let answer = send(addr, method, path, &[], "planted").await;
+        assert_eq!(answer.status, 400, "{method} {path}: {}", answer.body);
+        assert!(!answer.body.contains("secret\""), "{}", answer.body);
+    }
+    let mut left: Vec<String> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["secret.txt"], "nothing written or deleted outside");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "secret"
+    );
+
+    let listing = tokio::time::timeout(Duration::from_secs(20), get(addr, "/__admin/files"))
+        .await
+        .expect("listing __files ends");
+    assert_eq!(listing.status, 200);
+    let names: Vec<String> = serde_json::from_str(&listing.body).unwrap();
+    assert_eq!(names, ["inner.txt", "ok.txt", "x/in-x.txt"], "{names:?}");
+    // A link that stays inside still works.
+    assert_eq!(get(addr, "/__admin/files/inner.txt").await.body, "ok");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_admin_token_scheme_is_case_insensitive_and_the_token_exact() {
+    let dir = root(&[("mappings/a.json", STUB)]);
+    let opts = ServeOptions {
+        admin_token: Some("s3cret".into()),
+        ..options(dir.path())
+    };
+    let shown = format!("{opts:?}");
+    assert!(
+        !shown.contains("s3cret"),
+        "the token is never printed: {shown}"
+    );
+    let server = start(opts).await.unwrap();
+    let addr = server.http_addr;
+    for (header, status) in [
+        ("Bearer s3cret", 200),
+        ("bearer s3cret", 200),
+        ("BEARER s3cret", 200),
+        // (Trailing spaces are not part of a header's value on the wire.)
+        ("Bearer s3cret x", 401),
+        ("Bearer s3cretx", 401),
+        ("Bearer  s3cre", 401),
+        ("Bearer S3CRET", 401),
+        ("Basic s3cret", 401),
+        ("Bearer", 401),
+    ] {
+        let answer = send(
+            addr,
+            "GET",
+            "/__admin/mappings",
+            &[("authorization", header)],
+            "",
+        )
+        .await;
+        assert_eq!(answer.status, status, "{header:?}");
+    }
+    server.shutdown().await;
+}
+
+#[test]
+fn an_open_admin_api_on_a_non_loopback_address_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(dir.path());
+    assert_eq!(decoy::server::open_admin_warning(&opts), None, "loopback");
+    opts.bind_address = "0.0.0.0".into();
+    let warning = decoy::server::open_admin_warning(&opts).expect("a warning");
+    assert!(warning.contains("without --admin-token"), "{warning}");
+    opts.admin_token = Some("t".into());
+    assert_eq!(decoy::server::open_admin_warning(&opts), None, "a token");
+}
