@@ -343,7 +343,24 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         recorder: Default::default(),
         mq: Some(mq.clone()),
     });
+    // Every connection is a file descriptor: use all the process may have, and cap
+    // connections below that so mapping files, plugins and proxied calls still open.
+    let fd_limit = http::conns::raise_fd_limit();
+    let max_connections = opts
+        .http
+        .max_connections
+        .unwrap_or_else(|| http::conns::default_max_connections(fd_limit));
+    if let Some(limit) = fd_limit
+        && max_connections as u64 >= limit
+    {
+        tracing::warn!(
+            "--max-connections {max_connections} is not below the open-file limit of {limit}: \
+             connections may use up every file descriptor"
+        );
+    }
+    tracing::info!("accepting at most {max_connections} connections at once");
     let services = Arc::new(Services {
+        connections: http::conns::ConnLimit::new(max_connections),
         engine: engine.clone(),
         journal,
         metrics: metrics.clone(),

@@ -141,13 +141,18 @@ pub struct ServeArgs {
     /// HTTPS clients must present a certificate issued by one in --https-truststore.
     #[arg(long, requires = "https_truststore")]
     https_require_client_cert: bool,
-    /// Close an HTTP/1 connection idle this long, in milliseconds (default 30000).
+    /// Close a connection idle this long, in milliseconds (default 30000): no request
+    /// in flight and no traffic, counted from accept (HTTP/1 and HTTP/2).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     jetty_idle_timeout: Option<u64>,
     /// Worker threads serving requests (default: one per core). On a machine shared
     /// with a load generator, 1 can cut tail latency (docs/performance.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     container_threads: Option<u32>,
+    /// Most client connections open at once, across ports; past it a new connection
+    /// is closed at once (default: 16384, or less when the open-file limit is lower).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: Option<u64>,
     /// No HTTP/2 on the plain port (h2c); HTTP/1.1 only.
     #[arg(long)]
     disable_http2_plain: bool,
@@ -515,6 +520,9 @@ impl ServeArgs {
                     .map_or(DEFAULT_IDLE_TIMEOUT, std::time::Duration::from_millis),
                 http2_plain: !self.disable_http2_plain,
                 http2_tls: !self.disable_http2_tls,
+                max_connections: self
+                    .max_connections
+                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             },
             strict: self.strict,
             watch: !self.no_watch,

@@ -224,3 +224,115 @@ fn an_open_admin_api_on_a_non_loopback_address_is_warned_about() {
     opts.admin_token = Some("t".into());
     assert_eq!(decoy::server::open_admin_warning(&opts), None, "a token");
 }
+
+/// Reads until the server closes the connection (EOF or reset); false if it is
+/// still open after `within`.
+async fn closed_by_server(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 4096];
+    let read_all = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(within, read_all).await.is_ok()
+}
+
+fn with_http(dir: &std::path::Path, f: impl FnOnce(&mut decoy::http::HttpConfig)) -> ServeOptions {
+    let mut opts = options(dir);
+    f(&mut opts.http);
+    opts
+}
+
+#[tokio::test]
+async fn silent_connections_and_bare_h2_prefaces_are_closed_after_the_idle_timeout() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = root(&[(
+        "mappings/a.json",
+        r#"{"request": {"url": "/slow"}, "response": {"body": "late", "fixedDelayMilliseconds": 1500}}"#,
+    )]);
+    let server = start(with_http(dir.path(), |h| {
+        h.idle_timeout = Duration::from_millis(300)
+    }))
+    .await
+    .unwrap();
+    let addr = server.http_addr;
+    // Sends nothing at all.
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // Sends the HTTP/2 preface and its SETTINGS, then no request.
+    let mut h2 = tokio::net::TcpStream::connect(addr).await.unwrap();
+    h2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    assert!(
+        closed_by_server(&mut silent, Duration::from_secs(20)).await,
+        "a silent connection is closed"
+    );
+    assert!(
+        closed_by_server(&mut h2, Duration::from_secs(20)).await,
+        "an HTTP/2 connection with no request is closed"
+    );
+    // A request in flight longer than the idle timeout is still answered.
+    let slow = get(addr, "/slow").await;
+    assert_eq!((slow.status, slow.body.as_str()), (200, "late"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn past_the_connection_cap_new_connections_are_closed_until_one_ends() {
+    let dir = root(&[("mappings/a.json", STUB)]);
+    let server = start(with_http(dir.path(), |h| h.max_connections = Some(3)))
+        .await
+        .unwrap();
+    let addr = server.http_addr;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // The kernel completes the handshake; decoy then closes it at once.
+    let mut fourth = tokio::net::TcpStream::connect(addr).await.unwrap();
+    assert!(
+        closed_by_server(&mut fourth, Duration::from_secs(20)).await,
+        "the connection past the cap is closed"
+    );
+    drop(held.pop());
+    // The freed slot is taken again (the server notices the close asynchronously).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let attempt = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            s.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .await
+                .ok()?;
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.ok()?;
+            Some(out)
+        })
+        .await;
+        if let Ok(Some(out)) = attempt
+            && out.starts_with("HTTP/1.1 200")
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a connection is served again once one closed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn starting_raises_the_open_file_soft_limit_to_the_hard_limit() {
+    use rustix::process::{Resource, getrlimit};
+    let dir = root(&[("mappings/a.json", STUB)]);
+    let server = crate::common::serve(dir.path()).await;
+    let after = getrlimit(Resource::Nofile);
+    assert_eq!(after.current, after.maximum);
+    server.shutdown().await;
+}
