@@ -39,6 +39,10 @@ pub struct ServeOptions {
     pub admin_token: Option<crate::admin::auth::AdminToken>,
     /// Journal capacity; 0 turns the journal off.
     pub journal_entries: usize,
+    /// The journal's byte budget (`--max-request-journal-bytes`).
+    pub journal_max_bytes: usize,
+    /// Bodies kept truncated past this size (`--max-request-journal-body-size`).
+    pub journal_max_body: usize,
     /// How long a proxied request may take.
     pub proxy_timeout: std::time::Duration,
     /// Where `<name>.wasm` plugins are looked for (default `<root-dir>/plugins`).
@@ -97,6 +101,8 @@ impl Default for ServeOptions {
             admin_port: None,
             admin_token: None,
             journal_entries: decoy_core::journal::DEFAULT_MAX_ENTRIES,
+            journal_max_bytes: decoy_core::journal::DEFAULT_MAX_BYTES,
+            journal_max_body: decoy_core::journal::DEFAULT_MAX_BODY,
             proxy_timeout: crate::http::proxy::DEFAULT_TIMEOUT,
             plugins_dir: None,
             plugin_cache_dir: decoy_plugin_host::Plugins::default_cache_dir(),
@@ -323,7 +329,11 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         })
     });
     let (stop, stop_rx) = watch::channel(false);
-    let journal = Arc::new(Journal::new(opts.journal_entries));
+    let journal = Arc::new(Journal::with_limits(decoy_core::journal::JournalLimits {
+        max_entries: opts.journal_entries,
+        max_bytes: opts.journal_max_bytes,
+        max_body: opts.journal_max_body,
+    }));
     let proxy = ProxyClient::new(opts.proxy_timeout)
         .preserving_host(opts.preserve_host_header)
         .via(opts.proxy_via.clone());

@@ -50,23 +50,71 @@ pub struct AdminReply {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Bytes,
+    /// A long answer written piece by piece after `body` (see [`Streamed`]).
+    pub stream: Option<Streamed>,
+}
+
+/// The rest of an answer too large to build whole (a journal listing: 10,000 events
+/// with bodies once took gigabytes as one JSON value): a function, run on a blocking
+/// thread, that hands its pieces one at a time to a sink, which sends them on and
+/// returns false once the client has gone. Only a few pieces are ever held at once.
+pub struct Streamed(pub Box<dyn FnOnce(&mut dyn FnMut(Bytes) -> bool) + Send>);
+
+impl std::fmt::Debug for Streamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Streamed")
+    }
 }
 
 impl AdminReply {
     fn json(status: u16, v: Value) -> Self {
-        AdminReply {
+        AdminReply::text(
             status,
-            content_type: "application/json",
-            body: Bytes::from(serde_json::to_vec_pretty(&v).unwrap_or_default()),
+            "application/json",
+            serde_json::to_vec_pretty(&v).unwrap_or_default(),
+        )
+    }
+
+    /// A JSON document `{ "<key>": [ items... ], <rest> }`, with the items rendered
+    /// and sent one at a time (see [`Streamed`]).
+    fn json_list<T: Send + Sync + 'static>(
+        status: u16,
+        key: &str,
+        items: Vec<T>,
+        render: fn(&T) -> Value,
+        rest: Value,
+    ) -> Self {
+        let mut tail = String::from("\n  ]");
+        if let Value::Object(obj) = rest {
+            for (k, v) in obj {
+                tail.push_str(&format!(
+                    ",\n  {}: {}",
+                    Value::String(k),
+                    serde_json::to_string(&v).unwrap_or_default()
+                ));
+            }
+        }
+        tail.push_str("\n}");
+        let head = format!("{{\n  {}: [", Value::String(key.to_owned()));
+        let produce = move |sink: &mut dyn FnMut(Bytes) -> bool| {
+            for (i, item) in items.iter().enumerate() {
+                let mut piece = Vec::from(if i == 0 { "\n" } else { ",\n" });
+                if serde_json::to_writer_pretty(&mut piece, &render(item)).is_err()
+                    || !sink(Bytes::from(piece))
+                {
+                    return;
+                }
+            }
+            sink(Bytes::from(tail));
+        };
+        AdminReply {
+            stream: Some(Streamed(Box::new(produce))),
+            ..AdminReply::text(status, "application/json", head)
         }
     }
 
     fn empty(status: u16) -> Self {
-        AdminReply {
-            status,
-            content_type: "application/json",
-            body: Bytes::new(),
-        }
+        AdminReply::text(status, "application/json", Bytes::new())
     }
 
     fn text(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Self {
@@ -74,6 +122,7 @@ impl AdminReply {
             status,
             content_type,
             body: body.into(),
+            stream: None,
         }
     }
 

@@ -17,46 +17,80 @@ impl Admin {
     /// `/__admin/requests/...`; `rest` is the path after `requests`.
     pub(super) fn requests_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
         Some(match (req.method.as_str(), rest) {
-                ("GET", []) => self.list_requests(req),
-                ("DELETE", []) | ("POST", ["reset"]) => {
-                    self.journal.clear();
-                    AdminReply::ok()
+            ("GET", []) => self.list_requests(req),
+            ("DELETE", []) | ("POST", ["reset"]) => {
+                self.journal.clear();
+                AdminReply::ok()
+            }
+            ("POST", ["count"]) => {
+                let disabled = !self.journal.enabled();
+                self.with_pattern(
+                    req,
+                    |events| json!({ "count": events.len(), "requestJournalDisabled": disabled }),
+                )
+            }
+            // WireMock finds oldest first (its journal lists newest first).
+            ("POST", ["find"]) => match self.parse_pattern(req) {
+                Ok(p) => {
+                    let mut events = self.journal.newest_first();
+                    events.retain(|e| p.matches(&e.request));
+                    events.reverse();
+                    AdminReply::json_list(
+                        200,
+                        "requests",
+                        events,
+                        |e| json::event_request(e),
+                        json!({ "requestJournalDisabled": false }),
+                    )
                 }
-                ("POST", ["count"]) => {
-                    let disabled = !self.journal.enabled();
-                    self.with_pattern(req, |events| json!({ "count": events.len(), "requestJournalDisabled": disabled }))
+                Err(r) => r,
+            },
+            ("POST", ["remove"]) => match self.parse_pattern(req) {
+                Ok(p) => {
+                    let gone = self.journal.remove_where(|e| p.matches(&e.request));
+                    AdminReply::json(
+                        200,
+                        json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }),
+                    )
                 }
-                // WireMock finds oldest first (its journal lists newest first).
-                ("POST", ["find"]) => self.with_pattern(req, |events| {
-                    json!({ "requests": events.iter().rev().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": false })
-                }),
-                ("POST", ["remove"]) => match self.parse_pattern(req) {
-                    Ok(p) => {
-                        let gone = self.journal.remove_where(|e| p.matches(&e.request));
-                        AdminReply::json(200, json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }))
-                    }
-                    Err(r) => r,
-                },
-                ("POST", ["remove-by-metadata"]) => self.remove_by_stub_metadata(req),
-                ("GET", ["unmatched"]) => {
-                    let events: Vec<_> = self.journal.newest_first().into_iter().filter(|e| !e.was_matched()).collect();
-                    AdminReply::json(200, json!({ "requests": events.iter().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": !self.journal.enabled() }))
+                Err(r) => r,
+            },
+            ("POST", ["remove-by-metadata"]) => self.remove_by_stub_metadata(req),
+            ("GET", ["unmatched"]) => {
+                let events: Vec<_> = self
+                    .journal
+                    .newest_first()
+                    .into_iter()
+                    .filter(|e| !e.was_matched())
+                    .collect();
+                AdminReply::json_list(
+                    200,
+                    "requests",
+                    events,
+                    |e| json::event_request(e),
+                    json!({ "requestJournalDisabled": !self.journal.enabled() }),
+                )
+            }
+            ("GET", ["unmatched", "near-misses"]) => {
+                let mut misses = Vec::new();
+                for e in self
+                    .journal
+                    .newest_first()
+                    .into_iter()
+                    .filter(|e| !e.was_matched())
+                {
+                    misses.extend(self.near_misses_for(&e.request, Some(&e)));
                 }
-                ("GET", ["unmatched", "near-misses"]) => {
-                    let mut misses = Vec::new();
-                    for e in self.journal.newest_first().into_iter().filter(|e| !e.was_matched()) {
-                        misses.extend(self.near_misses_for(&e.request, Some(&e)));
-                    }
-                    AdminReply::json(200, json!({ "nearMisses": misses }))
-                }
-                ("GET", [id]) => match self.journal.get(id) {
-                    Some(e) => AdminReply::json(200, json::serve_event(&e)),
-                    None => AdminReply::not_found(&format!("no request with id {id}")),
-                },
-                ("DELETE", [id]) => {
-                    self.journal.remove_by_id(id);
-                    AdminReply::ok()
-                }
+                AdminReply::json(200, json!({ "nearMisses": misses }))
+            }
+            ("GET", [id]) => match self.journal.get(id) {
+                Some(e) => AdminReply::json(200, json::serve_event(&e)),
+                None => AdminReply::not_found(&format!("no request with id {id}")),
+            },
+            ("DELETE", [id]) => {
+                self.journal.remove_by_id(id);
+                AdminReply::ok()
+            }
             _ => return None,
         })
     }
@@ -89,7 +123,7 @@ impl Admin {
                             .map(|e| {
                                 let lines = p.diagnose(&e.request);
                                 (score(&lines), json!({
-                                    "request": json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
+                                    "request": json::event_request(e),
                                     "requestPattern": req.json_body().unwrap_or_default(),
                                     "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": score(&lines) },
                                 }))
@@ -139,10 +173,12 @@ impl Admin {
         if let Some(limit) = req.query("limit").and_then(|l| l.parse().ok()) {
             events.truncate(limit);
         }
-        AdminReply::json(
+        AdminReply::json_list(
             200,
+            "requests",
+            events,
+            |e| json::serve_event(e),
             json!({
-                "requests": events.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>(),
                 "meta": { "total": total },
                 "requestJournalDisabled": !self.journal.enabled(),
             }),
@@ -201,7 +237,7 @@ impl Admin {
             .collect();
         scored.sort_by(|a, b| a.0.total_cmp(&b.0));
         let logged = match event {
-            Some(e) => json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
+            Some(e) => json::event_request(e),
             None => json::logged_request(snap, SystemTime::now(), "HTTP/1.1", 0),
         };
         scored

@@ -64,6 +64,13 @@ pub struct ServeArgs {
     /// Keep at most this many requests in the journal (oldest dropped first).
     #[arg(long, default_value_t = decoy_core::journal::DEFAULT_MAX_ENTRIES, value_name = "N")]
     max_request_journal_entries: usize,
+    /// Keep at most this many bytes in the journal, estimated (oldest dropped first).
+    #[arg(long, default_value_t = decoy_core::journal::DEFAULT_MAX_BYTES, value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_request_journal_bytes: usize,
+    /// Keep request bodies (and answers built for the request) longer than this
+    /// truncated in the journal, flagged `bodyTruncated` (proxied exchanges whole).
+    #[arg(long, default_value_t = decoy_core::journal::DEFAULT_MAX_BODY, value_name = "BYTES")]
+    max_request_journal_body_size: usize,
     /// Keep no request journal (the admin API's request endpoints then list nothing).
     #[arg(long)]
     no_request_journal: bool,
@@ -402,7 +409,7 @@ impl ServeArgs {
         note(
             self.logged_response_body_size_limit.is_some(),
             "--logged-response-body-size-limit",
-            "the journal shares each answer's body with the stub instead of copying it; bound it with --max-request-journal-entries",
+            "the journal shares each answer's body with the stub instead of copying it; bound it with --max-request-journal-body-size and --max-request-journal-bytes",
         );
         note(
             self.load_resources_from_classpath.is_some(),
@@ -533,6 +540,8 @@ impl ServeArgs {
             } else {
                 self.max_request_journal_entries
             },
+            journal_max_bytes: self.max_request_journal_bytes,
+            journal_max_body: self.max_request_journal_body_size,
             proxy_timeout: std::time::Duration::from_millis(self.proxy_timeout),
             plugins_dir: self.plugins_dir,
             plugin_cache_dir: if self.no_plugin_cache {

@@ -434,6 +434,8 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             response_body: plan.body.clone(),
             added_delay: plan.delay,
             process_time,
+            request_body_size: None,
+            response_body_size: None,
         });
     }
 
@@ -546,7 +548,22 @@ async fn admin_reply(
             );
         }
     };
-    let mut resp = Response::new(ResponseBody::full(reply.body));
+    let body = match reply.stream {
+        None => ResponseBody::full(reply.body),
+        Some(crate::admin::Streamed(produce)) => {
+            // A few pieces in flight at most: the producer waits for the client.
+            let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+            let head = reply.body;
+            tokio::task::spawn_blocking(move || {
+                if !head.is_empty() && tx.blocking_send(head).is_err() {
+                    return;
+                }
+                produce(&mut |piece| tx.blocking_send(piece).is_ok());
+            });
+            ResponseBody::Channel(rx)
+        }
+    };
+    let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
     if !resp.body().is_empty_full() {
         resp.headers_mut().insert(

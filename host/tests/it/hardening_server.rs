@@ -336,3 +336,62 @@ async fn starting_raises_the_open_file_soft_limit_to_the_hard_limit() {
     assert_eq!(after.current, after.maximum);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_journal_keeps_to_its_byte_budget_and_flags_truncated_bodies() {
+    let dir = root(&[(
+        "mappings/a.json",
+        r#"{"request": {"method": "POST", "url": "/up"}, "response": {"body": "ok"}}"#,
+    )]);
+    let server = start(ServeOptions {
+        journal_max_bytes: 1024 * 1024,
+        journal_max_body: 64 * 1024,
+        ..options(dir.path())
+    })
+    .await
+    .unwrap();
+    let addr = server.http_addr;
+    let body = "b".repeat(300 * 1024);
+    for _ in 0..20 {
+        assert_eq!(send(addr, "POST", "/up", &[], &body).await.status, 200);
+        assert!(
+            server.admin.journal.bytes() <= 1024 * 1024,
+            "{} bytes kept",
+            server.admin.journal.bytes()
+        );
+    }
+    let listed = parse(&get(addr, "/__admin/requests").await.body);
+    let requests = listed["requests"].as_array().unwrap();
+    // 64 KiB bodies in a 1 MiB budget: the newest dozen or so, far fewer than 20.
+    assert!(
+        (5..20).contains(&requests.len()),
+        "{} entries kept",
+        requests.len()
+    );
+    assert_eq!(listed["meta"]["total"], requests.len());
+    assert_eq!(listed["requestJournalDisabled"], false);
+    for r in requests {
+        let logged = &r["request"];
+        assert_eq!(logged["bodyTruncated"], true);
+        assert_eq!(logged["bodySize"], 300 * 1024);
+        assert_eq!(logged["body"].as_str().unwrap().len(), 64 * 1024);
+        assert_eq!(r["response"]["body"], "ok");
+        assert!(r["response"].get("bodyTruncated").is_none());
+    }
+    // The other listings stream the same way and stay valid JSON.
+    let found = send(
+        addr,
+        "POST",
+        "/__admin/requests/find",
+        &[],
+        r#"{"method": "POST"}"#,
+    )
+    .await;
+    assert_eq!(
+        parse(&found.body)["requests"].as_array().unwrap().len(),
+        requests.len()
+    );
+    let unmatched = parse(&get(addr, "/__admin/requests/unmatched").await.body);
+    assert_eq!(unmatched["requests"], json!([]));
+    server.shutdown().await;
+}
