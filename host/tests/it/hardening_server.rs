@@ -395,3 +395,65 @@ async fn the_journal_keeps_to_its_byte_budget_and_flags_truncated_bodies() {
     assert_eq!(unmatched["requests"], json!([]));
     server.shutdown().await;
 }
+
+/// Polls `path` until it answers `body` (a reload is asynchronous); false after 15 s.
+async fn eventually_serves(addr: std::net::SocketAddr, path: &str, body: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while tokio::time::Instant::now() < deadline {
+        let answer = get(addr, path).await;
+        if answer.status == 200 && answer.body == body {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn stub_for(path: &str, body: &str) -> String {
+    json!({ "request": { "url": path }, "response": { "body": body } }).to_string()
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn hot_reload_follows_mappings_replaced_by_a_symlink_at_run_time() {
+    let dir = root(&[("mappings/a.json", &stub_for("/a", "a"))]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("b.json"), stub_for("/b", "b")).unwrap();
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    assert_eq!(get(addr, "/a").await.body, "a");
+
+    let mappings = dir.path().join("mappings");
+    std::fs::rename(&mappings, dir.path().join("old-mappings")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), &mappings).unwrap();
+    assert!(
+        eventually_serves(addr, "/b", "b").await,
+        "the linked folder is loaded"
+    );
+    // A file added to the linked folder afterwards is loaded too.
+    std::fs::write(elsewhere.path().join("c.json"), stub_for("/c", "c")).unwrap();
+    assert!(
+        eventually_serves(addr, "/c", "c").await,
+        "a new file in the linked folder is loaded"
+    );
+    std::fs::write(elsewhere.path().join("c.json"), stub_for("/c", "c2")).unwrap();
+    assert!(
+        eventually_serves(addr, "/c", "c2").await,
+        "an edit is loaded"
+    );
+
+    // The link pointed somewhere else: that folder is watched instead.
+    std::fs::write(other.path().join("d.json"), stub_for("/d", "d")).unwrap();
+    let tmp_link = dir.path().join("mappings.new");
+    std::os::unix::fs::symlink(other.path(), &tmp_link).unwrap();
+    std::fs::rename(&tmp_link, &mappings).unwrap();
+    assert!(
+        eventually_serves(addr, "/d", "d").await,
+        "the new target is loaded"
+    );
+    std::fs::write(other.path().join("e.json"), stub_for("/e", "e")).unwrap();
+    assert!(eventually_serves(addr, "/e", "e").await, "and watched");
+    assert_eq!(get(addr, "/b").await.status, 404, "the old target is gone");
+    server.shutdown().await;
+}
