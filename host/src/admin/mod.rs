@@ -58,7 +58,10 @@ pub struct AdminReply {
 /// with bodies once took gigabytes as one JSON value): a function, run on a blocking
 /// thread, that hands its pieces one at a time to a sink, which sends them on and
 /// returns false once the client has gone. Only a few pieces are ever held at once.
-pub struct Streamed(pub Box<dyn FnOnce(&mut dyn FnMut(Bytes) -> bool) + Send>);
+pub struct Streamed(pub Box<dyn FnOnce(Sink<'_>) + Send>);
+
+/// Where a [`Streamed`] answer's pieces go; false once the client has gone.
+pub type Sink<'a> = &'a mut dyn FnMut(Bytes) -> bool;
 
 impl std::fmt::Debug for Streamed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -96,7 +99,7 @@ impl AdminReply {
         }
         tail.push_str("\n}");
         let head = format!("{{\n  {}: [", Value::String(key.to_owned()));
-        let produce = move |sink: &mut dyn FnMut(Bytes) -> bool| {
+        let produce = move |sink: Sink<'_>| {
             for (i, item) in items.iter().enumerate() {
                 let mut piece = Vec::from(if i == 0 { "\n" } else { ",\n" });
                 if serde_json::to_writer_pretty(&mut piece, &render(item)).is_err()
@@ -184,16 +187,16 @@ impl Admin {
     }
 
     pub fn handle(&self, req: &AdminRequest) -> AdminReply {
-        if let Some(token) = &self.token {
-            if !token.accepts(req.authorization.as_deref()) {
-                return AdminReply::json(
-                    401,
-                    json::error(
-                        "Unauthorized",
-                        "the admin API needs Authorization: Bearer <token>",
-                    ),
-                );
-            }
+        if let Some(token) = &self.token
+            && !token.accepts(req.authorization.as_deref())
+        {
+            return AdminReply::json(
+                401,
+                json::error(
+                    "Unauthorized",
+                    "the admin API needs Authorization: Bearer <token>",
+                ),
+            );
         }
         let path = req.path.trim_end_matches('/');
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();

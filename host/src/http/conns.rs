@@ -152,7 +152,7 @@ impl AcceptBackoff {
     pub fn failed(&mut self, e: &io::Error) -> Duration {
         let next = self.delay.map_or(Self::FIRST, |d| (d * 2).min(Self::MAX));
         self.delay = Some(next);
-        if self.failures % 100 == 0 {
+        if self.failures.is_multiple_of(100) {
             tracing::warn!(
                 "accepting a connection failed: {e} (failure {} in a row; retrying in {} ms{})",
                 self.failures + 1,
