@@ -35,10 +35,14 @@ pub struct ServeOptions {
     pub watch: bool,
     /// Serve the admin API on its own port instead of under `/__admin` on `port`.
     pub admin_port: Option<u16>,
-    /// Admin requests need `Authorization: Bearer <token>`.
-    pub admin_token: Option<String>,
+    /// Admin requests need `Authorization: Bearer <token>` (kept as a digest, never logged).
+    pub admin_token: Option<crate::admin::auth::AdminToken>,
     /// Journal capacity; 0 turns the journal off.
     pub journal_entries: usize,
+    /// The journal's byte budget (`--max-request-journal-bytes`).
+    pub journal_max_bytes: usize,
+    /// Bodies kept truncated past this size (`--max-request-journal-body-size`).
+    pub journal_max_body: usize,
     /// How long a proxied request may take.
     pub proxy_timeout: std::time::Duration,
     /// Where `<name>.wasm` plugins are looked for (default `<root-dir>/plugins`).
@@ -100,6 +104,8 @@ impl Default for ServeOptions {
             admin_port: None,
             admin_token: None,
             journal_entries: decoy_core::journal::DEFAULT_MAX_ENTRIES,
+            journal_max_bytes: decoy_core::journal::DEFAULT_MAX_BYTES,
+            journal_max_body: decoy_core::journal::DEFAULT_MAX_BODY,
             proxy_timeout: crate::http::proxy::DEFAULT_TIMEOUT,
             plugins_dir: None,
             plugin_cache_dir: decoy_plugin_host::Plugins::default_cache_dir(),
@@ -198,6 +204,25 @@ fn proxy_all_stub(url: &str) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
+/// The warning logged at start when anyone who can reach the machine can use the
+/// admin API: it listens on a non-loopback address and needs neither `--admin-token`
+/// nor `--admin-api-basic-auth`. `None` when it is protected or local only.
+pub fn open_admin_warning(opts: &ServeOptions) -> Option<String> {
+    if opts.admin_token.is_some() || opts.http.admin_basic_auth.is_some() {
+        return None;
+    }
+    let ip: std::net::IpAddr = opts.bind_address.parse().ok()?;
+    if ip.is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "the admin API is reachable on {} without --admin-token: anyone who can reach this \
+         address can read the request journal and change, save or delete stubs and files; \
+         set --admin-token (or DECOY_ADMIN_TOKEN) or --bind-address 127.0.0.1",
+        opts.bind_address
+    ))
+}
+
 /// How long a mapping reload waits for a plugin it names to compile, once serving.
 pub const PLUGIN_LOAD_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
@@ -234,6 +259,9 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         }
         None => None,
     };
+    if let Some(w) = open_admin_warning(&opts) {
+        tracing::warn!("{w}");
+    }
     let root = opts.root_dir.clone();
     let ctx = opts.parse_context();
     let load_ctx = ctx.clone();
@@ -311,7 +339,11 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         })
     });
     let (stop, stop_rx) = watch::channel(false);
-    let journal = Arc::new(Journal::new(opts.journal_entries));
+    let journal = Arc::new(Journal::with_limits(decoy_core::journal::JournalLimits {
+        max_entries: opts.journal_entries,
+        max_bytes: opts.journal_max_bytes,
+        max_body: opts.journal_max_body,
+    }));
     let proxy = ProxyClient::new(opts.proxy_timeout)
         .preserving_host(opts.preserve_host_header)
         .via(opts.proxy_via.clone())
@@ -332,7 +364,24 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         recorder: Default::default(),
         mq: Some(mq.clone()),
     });
+    // Every connection is a file descriptor: use all the process may have, and cap
+    // connections below that so mapping files, plugins and proxied calls still open.
+    let fd_limit = http::conns::raise_fd_limit();
+    let max_connections = opts
+        .http
+        .max_connections
+        .unwrap_or_else(|| http::conns::default_max_connections(fd_limit));
+    if let Some(limit) = fd_limit
+        && max_connections as u64 >= limit
+    {
+        tracing::warn!(
+            "--max-connections {max_connections} is not below the open-file limit of {limit}: \
+             connections may use up every file descriptor"
+        );
+    }
+    tracing::info!("accepting at most {max_connections} connections at once");
     let services = Arc::new(Services {
+        connections: http::conns::ConnLimit::new(max_connections),
         engine: engine.clone(),
         journal,
         metrics: metrics.clone(),

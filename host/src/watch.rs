@@ -17,6 +17,14 @@
 //!
 //! Editors that write a temporary file and rename it over the original produce a
 //! rename event naming the original, which is all that is needed.
+//!
+//! `mappings/` or `__files/` may be a symbolic link, made or re-pointed while decoy
+//! runs (a deployment swapping folders). A watch on the root sees the link itself,
+//! not the folder it leads to, so new files there were never loaded. After every
+//! batch of events the watcher resolves both again ([`LinkTargets`]): a folder they
+//! lead to outside the root gets a watch of its own (the previous one is dropped),
+//! its events are read as if under `root/mappings` or `root/__files`, and a change of
+//! target re-reads everything.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,8 +42,70 @@ const MAX_WAIT: Duration = Duration::from_millis(200);
 /// Keeps the watcher alive; dropping it stops watching.
 #[derive(Debug)]
 pub struct WatchHandle {
-    _watcher: notify::RecommendedWatcher,
+    _watcher: Arc<std::sync::Mutex<notify::RecommendedWatcher>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// Where `root/mappings` and `root/__files` lead when they are symbolic links (their
+/// canonical targets); `None` for a plain folder or one that does not exist.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct LinkTargets {
+    mappings: Option<PathBuf>,
+    files: Option<PathBuf>,
+}
+
+impl LinkTargets {
+    fn of(root: &Path) -> LinkTargets {
+        let target = |name: &str| {
+            let p = root.join(name);
+            p.canonicalize().ok().filter(|c| *c != p)
+        };
+        LinkTargets {
+            mappings: target("mappings"),
+            files: target("__files"),
+        }
+    }
+
+    /// The targets outside `root`, which the root's watch does not cover.
+    fn outside<'a>(&'a self, root: &'a Path) -> impl Iterator<Item = &'a PathBuf> + 'a {
+        [&self.mappings, &self.files]
+            .into_iter()
+            .flatten()
+            .filter(move |t| !t.starts_with(root))
+    }
+
+    /// `path` as it would be under the root: a path in a linked target becomes the
+    /// same path under `root/mappings` or `root/__files`.
+    fn through_links(&self, root: &Path, path: &Path) -> PathBuf {
+        for (target, name) in [(&self.mappings, "mappings"), (&self.files, "__files")] {
+            if let Some(t) = target
+                && let Ok(rest) = path.strip_prefix(t)
+            {
+                return root.join(name).join(rest);
+            }
+        }
+        path.to_path_buf()
+    }
+
+    /// Watches the targets outside the root; a failure is logged (hot reload of that
+    /// folder is then off, and said so).
+    fn watch(&self, root: &Path, watcher: &mut notify::RecommendedWatcher) {
+        for t in self.outside(root) {
+            match watcher.watch(t, RecursiveMode::Recursive) {
+                Ok(()) => tracing::info!("watching {} (a linked folder of the root)", t.display()),
+                Err(e) => tracing::warn!(
+                    "cannot watch {} for changes ({e}); files added there are not loaded until a restart",
+                    t.display()
+                ),
+            }
+        }
+    }
+
+    fn unwatch(&self, root: &Path, watcher: &mut notify::RecommendedWatcher) {
+        for t in self.outside(root) {
+            let _ = watcher.unwatch(t);
+        }
+    }
 }
 
 impl Drop for WatchHandle {
@@ -72,6 +142,8 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
         .canonicalize()
         .unwrap_or_else(|_| store.root().to_path_buf());
     watcher.watch(&root, RecursiveMode::Recursive)?;
+    let mut links = LinkTargets::of(&root);
+    links.watch(&root, &mut watcher);
     let plugins = store.context().plugins.clone();
     if let Some(p) = &plugins {
         // A plugin that was still compiling when a reload stopped waiting for it:
@@ -101,6 +173,8 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
     {
         tracing::warn!("cannot watch {} for plugin changes: {e}", d.display());
     }
+    let watcher = Arc::new(std::sync::Mutex::new(watcher));
+    let task_watcher = watcher.clone();
     let task = tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
             let mut batch = vec![first];
@@ -113,8 +187,23 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
                     _ => break,
                 }
             }
-            let (mut change, mq_changed, plugin_files) =
-                classify(&root, plugins_dir.as_deref(), batch);
+            // `mappings/` or `__files/` may have become (or stopped being) a link,
+            // or lead somewhere else now: watch what they lead to, and re-read all.
+            let now = LinkTargets::of(&root);
+            let relinked = now != links;
+            if relinked {
+                let mut w = task_watcher.lock().unwrap_or_else(|p| p.into_inner());
+                links.unwatch(&root, &mut w);
+                now.watch(&root, &mut w);
+                links = now;
+                tracing::info!("mappings/ or __files/ now lead elsewhere; re-reading them");
+            }
+            let (mut change, mut mq_changed, plugin_files) =
+                classify(&root, &links, plugins_dir.as_deref(), batch);
+            if relinked {
+                change = Some(Change::Everything);
+                mq_changed = true;
+            }
             if let Some(plugins) = &plugins
                 && !plugin_files.is_empty()
             {
@@ -175,6 +264,7 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
 /// which plugins' files changed.
 fn classify(
     root: &Path,
+    links: &LinkTargets,
     plugins_dir: Option<&Path>,
     batch: Vec<Msg>,
 ) -> (Option<Change>, bool, Vec<String>) {
@@ -213,6 +303,7 @@ fn classify(
             continue;
         }
         for path in &ev.paths {
+            let path = &links.through_links(root, path);
             if let Some(d) = plugins_dir
                 && path.parent() == Some(d)
             {

@@ -3,6 +3,11 @@
 use super::{Admin, AdminReply, AdminRequest, json};
 use base64::Engine as _;
 use decoy_core::mapping::load;
+use decoy_core::paths;
+
+/// The most files `GET /__admin/files` lists (a bound on the answer's size and on
+/// the walk, whatever `__files` holds).
+pub const MAX_LISTED_FILES: usize = 100_000;
 
 impl Admin {
     /// `/__admin/files/...`.
@@ -20,21 +25,45 @@ impl Admin {
         load::files_dir(self.store.root())
     }
 
+    /// Every file below `__files`, as paths relative to it, sorted. Symlinked folders
+    /// are not entered (two links to each other would otherwise be walked forever)
+    /// and a symlinked file is listed only when it resolves inside `__files`, so the
+    /// list names exactly what `GET /__admin/files/{name}` serves. At most
+    /// [`MAX_LISTED_FILES`] are listed.
     fn list_files(&self) -> AdminReply {
         let dir = self.files_dir();
         let mut out = Vec::new();
         let mut stack = vec![dir.clone()];
-        while let Some(d) = stack.pop() {
+        'walk: while let Some(d) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&d) else {
                 continue;
             };
             for e in entries.flatten() {
+                let Ok(ty) = e.file_type() else { continue };
                 let p = e.path();
-                if p.is_dir() {
+                let Ok(rel) = p.strip_prefix(&dir) else {
+                    continue;
+                };
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                if ty.is_dir() {
                     stack.push(p);
-                } else if let Ok(rel) = p.strip_prefix(&dir) {
-                    out.push(rel.to_string_lossy().replace('\\', "/"));
+                    continue;
                 }
+                let listed = ty.is_file()
+                    || (ty.is_symlink()
+                        && p.is_file()
+                        && paths::inside(&dir, &rel, "__files").is_ok());
+                if !listed {
+                    continue;
+                }
+                if out.len() == MAX_LISTED_FILES {
+                    tracing::warn!(
+                        "GET /__admin/files: __files holds more than {MAX_LISTED_FILES} files; \
+                         only the first {MAX_LISTED_FILES} found are listed"
+                    );
+                    break 'walk;
+                }
+                out.push(rel);
             }
         }
         out.sort();
@@ -46,14 +75,12 @@ impl Admin {
         let name = percent_encoding::percent_decode_str(name)
             .decode_utf8_lossy()
             .into_owned();
-        // The same containment rule as bodyFileName; a new file need not exist yet.
-        let inside = std::path::Path::new(&name)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-        if name.is_empty() || !inside {
-            return AdminReply::bad_request(&format!("{name:?} is not a path inside __files"));
-        }
-        let path = dir.join(&name);
+        // The same containment rule as bodyFileName, symlinks included; a new file
+        // need not exist yet.
+        let path = match paths::inside(&dir, &name, "__files") {
+            Ok(p) => p,
+            Err(why) => return AdminReply::bad_request(&why),
+        };
         match req.method.as_str() {
             "GET" => match std::fs::read(&path) {
                 Ok(bytes) => AdminReply::text(200, "application/octet-stream", bytes),

@@ -128,6 +128,18 @@ pub fn logged_request(
     })
 }
 
+/// WireMock's `LoggedRequest` of a journal event; a body the journal kept truncated
+/// is flagged with two fields of decoy's own, `bodyTruncated: true` and `bodySize`
+/// (the full size); WireMock's clients ignore fields they do not know.
+pub fn event_request(e: &ServeEvent) -> Value {
+    let mut v = logged_request(&e.request, e.logged_at, e.protocol, e.local_port);
+    if let (Some(size), Value::Object(obj)) = (e.request_body_size, &mut v) {
+        obj.insert("bodyTruncated".into(), Value::Bool(true));
+        obj.insert("bodySize".into(), json!(size));
+    }
+    v
+}
+
 /// The id WireMock gives the placeholder stub of every unmatched serve event: one per
 /// process, as WireMock's `StubMapping.NOT_CONFIGURED`.
 fn not_configured_id() -> &'static str {
@@ -149,7 +161,7 @@ pub fn serve_event(e: &ServeEvent) -> Value {
         "serveTime": process,
         "totalTime": process + added,
     });
-    let request = logged_request(&e.request, e.logged_at, e.protocol, e.local_port);
+    let request = event_request(e);
     let Some(m) = &e.mapping else {
         let id = not_configured_id();
         return json!({
@@ -182,6 +194,16 @@ pub fn serve_event(e: &ServeEvent) -> Value {
             String::from_utf8_lossy(v.as_bytes()).into_owned(),
         )
     }));
+    let mut response = json!({
+        "status": e.status,
+        "headers": headers,
+        "bodyAsBase64": base64::engine::general_purpose::STANDARD.encode(&e.response_body),
+        "body": String::from_utf8_lossy(&e.response_body),
+    });
+    if let Some(size) = e.response_body_size {
+        response["bodyTruncated"] = Value::Bool(true);
+        response["bodySize"] = json!(size);
+    }
     json!({
         "id": e.id.to_string(),
         "request": request,
@@ -189,12 +211,7 @@ pub fn serve_event(e: &ServeEvent) -> Value {
             "status": e.status,
             "body": String::from_utf8_lossy(&e.response_body),
         },
-        "response": {
-            "status": e.status,
-            "headers": headers,
-            "bodyAsBase64": base64::engine::general_purpose::STANDARD.encode(&e.response_body),
-            "body": String::from_utf8_lossy(&e.response_body),
-        },
+        "response": response,
         "wasMatched": true,
         "timing": timing,
         "subEvents": [],

@@ -45,18 +45,19 @@ impl Admin {
                 }
                 AdminReply::ok()
             }
-            ("GET", [id]) => match self.find_mapping(id) {
-                Some(m) => AdminReply::json(200, json::mapping(&m)),
-                None => AdminReply::not_found(&format!("no mapping with id {id}")),
+            ("GET", [id]) => match self.mapping_at(id) {
+                Ok(m) => AdminReply::json(200, json::mapping(&m)),
+                Err(r) => r,
             },
-            ("PUT", [id]) => self.edit_mapping(req, id),
-            ("DELETE", [id]) => {
-                if self.store.remove(id) {
-                    AdminReply::ok()
-                } else {
-                    AdminReply::not_found(&format!("no mapping with id {id}"))
-                }
-            }
+            ("PUT", [id]) => match self.mapping_at(id) {
+                Ok(m) => self.edit_mapping(req, &m.id),
+                Err(r) => r,
+            },
+            ("DELETE", [id]) => match self.mapping_at(id) {
+                Ok(m) if self.store.remove(&m.id) => AdminReply::ok(),
+                Ok(m) => AdminReply::not_found(&format!("no mapping with id {}", m.id)),
+                Err(r) => r,
+            },
             _ => return None,
         })
     }
@@ -67,6 +68,24 @@ impl Admin {
             .iter()
             .find(|m| &*m.id == id)
             .cloned()
+    }
+
+    /// The stub a `/mappings/{id}` path names. A file stub may have any id (decoy
+    /// loads those WireMock would refuse), so an exact match comes first; otherwise
+    /// the id must be a UUID, in any case, as WireMock requires (400 with its error
+    /// document), and a UUID no stub has is a 404.
+    fn mapping_at(&self, id: &str) -> Result<Arc<Mapping>, AdminReply> {
+        if let Some(m) = self.find_mapping(id) {
+            return Ok(m);
+        }
+        let Some(canonical) = parse_stub_id(id) else {
+            return Err(AdminReply::json(
+                400,
+                json::coded(10, &format!("{id} is not a valid UUID")),
+            ));
+        };
+        self.find_mapping(&canonical)
+            .ok_or_else(|| AdminReply::not_found(&format!("no mapping with id {id}")))
     }
 
     fn list_mappings(&self, req: &AdminRequest) -> AdminReply {
@@ -90,22 +109,31 @@ impl Admin {
     }
 
     /// Parses a stub posted to the API, giving it a fresh random id when it has none
-    /// (as WireMock does), and validating it exactly like a file.
+    /// (as WireMock does), and validating it exactly like a file. An `id` (or `uuid`)
+    /// given must be a UUID, as in WireMock, and is kept in its canonical lower-case
+    /// form: ids end up in file names (`save`), so nothing else may get that far.
     fn parse_api_mapping(
         &self,
         mut v: Value,
         forced_id: Option<&str>,
-    ) -> Result<Mapping, AdminReply> {
+    ) -> Result<Mapping, Vec<FieldError>> {
         if let Value::Object(obj) = &mut v {
             if let Some(id) = forced_id {
                 obj.insert("id".into(), Value::String(id.to_owned()));
-            } else if !obj.contains_key("id") {
-                let id = obj
-                    .get("uuid")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-                obj.insert("id".into(), Value::String(id));
+            } else {
+                let given = ["id", "uuid"]
+                    .into_iter()
+                    .find_map(|k| obj.get(k).and_then(Value::as_str).map(|s| (k, s)));
+                let id = match given {
+                    Some((key, s)) => {
+                        parse_stub_id(s).ok_or_else(|| vec![FieldError::new(key, not_a_uuid(s))])?
+                    }
+                    None if obj.contains_key("id") => String::new(),
+                    None => uuid::Uuid::new_v4().to_string(),
+                };
+                if !id.is_empty() {
+                    obj.insert("id".into(), Value::String(id));
+                }
             }
             obj.remove("uuid");
         }
@@ -114,7 +142,7 @@ impl Admin {
         for w in &warnings {
             tracing::warn!("admin API mapping: {w}");
         }
-        parsed.map_err(|errs| AdminReply::json(422, json::errors(&errs)))
+        parsed
     }
 
     fn create_mapping(&self, req: &AdminRequest) -> AdminReply {
@@ -123,6 +151,7 @@ impl Admin {
             Err(r) => return r,
         };
         match self.parse_api_mapping(v, None) {
+            Err(errs) => AdminReply::json(422, json::errors(&errs)),
             Ok(m) if self.find_mapping(&m.id).is_some() => AdminReply::json(
                 422,
                 json!({ "errors": [ {
@@ -138,14 +167,10 @@ impl Admin {
                 let m = self.store.upsert(m);
                 AdminReply::json(201, json::mapping(&m))
             }
-            Err(r) => r,
         }
     }
 
     fn edit_mapping(&self, req: &AdminRequest, id: &str) -> AdminReply {
-        if self.find_mapping(id).is_none() {
-            return AdminReply::not_found(&format!("no mapping with id {id}"));
-        }
         let v = match req.json_body() {
             Ok(v) => v,
             Err(r) => return r,
@@ -155,7 +180,7 @@ impl Admin {
                 let m = self.store.upsert(m);
                 AdminReply::json(200, json::mapping(&m))
             }
-            Err(r) => r,
+            Err(errs) => AdminReply::json(422, json::errors(&errs)),
         }
     }
 
@@ -194,10 +219,7 @@ impl Admin {
         for (i, item) in list.iter().enumerate() {
             match self.parse_api_mapping(item.clone(), None) {
                 Ok(m) => parsed.push(m),
-                Err(_) => {
-                    let errs = Mapping::parse(item, self.store.context(), None, &mut Vec::new())
-                        .err()
-                        .unwrap_or_default();
+                Err(errs) => {
                     errors.extend(
                         errs.into_iter().map(|e| {
                             FieldError::new(format!("mappings[{i}].{}", e.path), e.reason)
@@ -312,6 +334,31 @@ impl Admin {
             .cloned()
             .collect()
     }
+}
+
+/// A stub id as WireMock reads one (Jackson's `UUID`): the standard 36-character form
+/// in any case, or the 16 bytes in 24 characters of base64; returned in the canonical
+/// lower-case form. Anything else is not an id.
+pub(super) fn parse_stub_id(s: &str) -> Option<String> {
+    use base64::Engine as _;
+    let uuid = match s.len() {
+        36 if [8, 13, 18, 23].iter().all(|&i| s.as_bytes()[i] == b'-') => {
+            uuid::Uuid::try_parse(s).ok()?
+        }
+        24 => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+            uuid::Uuid::from_slice(&bytes).ok()?
+        }
+        _ => return None,
+    };
+    Some(uuid.hyphenated().to_string())
+}
+
+fn not_a_uuid(s: &str) -> String {
+    format!(
+        "{s:?} is not a UUID: a stub id must be a UUID in its standard 36-character form \
+         (such as 3f1c7e2a-9b1d-4c55-8e0f-2a6b1d9c0e47)"
+    )
 }
 
 /// Whether a stub's `metadata` (as JSON text) matches `pattern`; a stub without

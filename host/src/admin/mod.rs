@@ -7,6 +7,7 @@
 //! transport sends like any other answer. Mapping changes go through the same parser
 //! as files, so they are validated the same way, with the same messages.
 
+pub mod auth;
 mod files;
 pub mod json;
 mod mappings;
@@ -36,7 +37,7 @@ pub struct Admin {
     pub metrics: Arc<Metrics>,
     pub shutdown: watch::Sender<bool>,
     /// When set, admin requests need `Authorization: Bearer <token>`.
-    pub token: Option<String>,
+    pub token: Option<auth::AdminToken>,
     pub started: Instant,
     pub recorder: record::Recorder,
     /// The MQ side, whose file problems `/__admin/problems` lists too.
@@ -49,23 +50,74 @@ pub struct AdminReply {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Bytes,
+    /// A long answer written piece by piece after `body` (see [`Streamed`]).
+    pub stream: Option<Streamed>,
+}
+
+/// The rest of an answer too large to build whole (a journal listing: 10,000 events
+/// with bodies once took gigabytes as one JSON value): a function, run on a blocking
+/// thread, that hands its pieces one at a time to a sink, which sends them on and
+/// returns false once the client has gone. Only a few pieces are ever held at once.
+pub struct Streamed(pub Box<dyn FnOnce(Sink<'_>) + Send>);
+
+/// Where a [`Streamed`] answer's pieces go; false once the client has gone.
+pub type Sink<'a> = &'a mut dyn FnMut(Bytes) -> bool;
+
+impl std::fmt::Debug for Streamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Streamed")
+    }
 }
 
 impl AdminReply {
     fn json(status: u16, v: Value) -> Self {
-        AdminReply {
+        AdminReply::text(
             status,
-            content_type: "application/json",
-            body: Bytes::from(serde_json::to_vec_pretty(&v).unwrap_or_default()),
+            "application/json",
+            serde_json::to_vec_pretty(&v).unwrap_or_default(),
+        )
+    }
+
+    /// A JSON document `{ "<key>": [ items... ], <rest> }`, with the items rendered
+    /// and sent one at a time (see [`Streamed`]).
+    fn json_list<T: Send + Sync + 'static>(
+        status: u16,
+        key: &str,
+        items: Vec<T>,
+        render: fn(&T) -> Value,
+        rest: Value,
+    ) -> Self {
+        let mut tail = String::from("\n  ]");
+        if let Value::Object(obj) = rest {
+            for (k, v) in obj {
+                tail.push_str(&format!(
+                    ",\n  {}: {}",
+                    Value::String(k),
+                    serde_json::to_string(&v).unwrap_or_default()
+                ));
+            }
+        }
+        tail.push_str("\n}");
+        let head = format!("{{\n  {}: [", Value::String(key.to_owned()));
+        let produce = move |sink: Sink<'_>| {
+            for (i, item) in items.iter().enumerate() {
+                let mut piece = Vec::from(if i == 0 { "\n" } else { ",\n" });
+                if serde_json::to_writer_pretty(&mut piece, &render(item)).is_err()
+                    || !sink(Bytes::from(piece))
+                {
+                    return;
+                }
+            }
+            sink(Bytes::from(tail));
+        };
+        AdminReply {
+            stream: Some(Streamed(Box::new(produce))),
+            ..AdminReply::text(status, "application/json", head)
         }
     }
 
     fn empty(status: u16) -> Self {
-        AdminReply {
-            status,
-            content_type: "application/json",
-            body: Bytes::new(),
-        }
+        AdminReply::text(status, "application/json", Bytes::new())
     }
 
     fn text(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Self {
@@ -73,6 +125,7 @@ impl AdminReply {
             status,
             content_type,
             body: body.into(),
+            stream: None,
         }
     }
 
@@ -134,21 +187,16 @@ impl Admin {
     }
 
     pub fn handle(&self, req: &AdminRequest) -> AdminReply {
-        if let Some(token) = &self.token {
-            let ok = req
-                .authorization
-                .as_deref()
-                .and_then(|a| a.strip_prefix("Bearer "))
-                .is_some_and(|t| t.trim() == token);
-            if !ok {
-                return AdminReply::json(
-                    401,
-                    json::error(
-                        "Unauthorized",
-                        "the admin API needs Authorization: Bearer <token>",
-                    ),
-                );
-            }
+        if let Some(token) = &self.token
+            && !token.accepts(req.authorization.as_deref())
+        {
+            return AdminReply::json(
+                401,
+                json::error(
+                    "Unauthorized",
+                    "the admin API needs Authorization: Bearer <token>",
+                ),
+            );
         }
         let path = req.path.trim_end_matches('/');
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();

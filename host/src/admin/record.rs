@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use decoy_core::journal::ServeEvent;
 use decoy_core::mapping::load;
+use decoy_core::paths;
 use decoy_core::store::Store;
 use decoy_matching::request_pattern::RequestPattern;
 
@@ -337,21 +338,25 @@ pub fn make_stubs(
         let mut written = Vec::new();
         let io = |e: std::io::Error| (500, format!("cannot write the recorded stubs: {e}"));
         std::fs::create_dir_all(load::mappings_dir(root)).map_err(io)?;
+        // Names are built from the recorded URLs: each must stay in its folder.
+        let outside = |why: String| (500, format!("cannot write the recorded stubs: {why}"));
         for (stub, file) in &stubs {
             if let Some((name, bytes)) = file {
                 let dir = load::files_dir(root);
                 std::fs::create_dir_all(&dir).map_err(io)?;
-                std::fs::write(dir.join(name), bytes).map_err(io)?;
+                let path = paths::inside(&dir, name, "__files").map_err(outside)?;
+                std::fs::write(path, bytes).map_err(io)?;
             }
             let name = format!(
                 "{}-{}.json",
                 stub["name"].as_str().unwrap_or("mapping"),
                 stub["id"].as_str().unwrap_or_default()
             );
-            let rel = PathBuf::from("mappings").join(name);
+            let path =
+                paths::inside(&load::mappings_dir(root), &name, "mappings").map_err(outside)?;
             let text = serde_json::to_string_pretty(stub).unwrap_or_default() + "\n";
-            std::fs::write(root.join(&rel), text).map_err(io)?;
-            written.push(rel);
+            std::fs::write(path, text).map_err(io)?;
+            written.push(PathBuf::from("mappings").join(name));
         }
         store.adopt_files(&written);
     } else {

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use super::{score, snapshot_from_logged};
+use decoy_core::engine::Engine;
 use decoy_core::journal::ServeEvent;
 use decoy_core::mapping::Mapping;
 use decoy_matching::request_pattern::RequestPattern;
@@ -17,46 +18,80 @@ impl Admin {
     /// `/__admin/requests/...`; `rest` is the path after `requests`.
     pub(super) fn requests_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
         Some(match (req.method.as_str(), rest) {
-                ("GET", []) => self.list_requests(req),
-                ("DELETE", []) | ("POST", ["reset"]) => {
-                    self.journal.clear();
-                    AdminReply::ok()
+            ("GET", []) => self.list_requests(req),
+            ("DELETE", []) | ("POST", ["reset"]) => {
+                self.journal.clear();
+                AdminReply::ok()
+            }
+            ("POST", ["count"]) => {
+                let disabled = !self.journal.enabled();
+                self.with_pattern(
+                    req,
+                    |events| json!({ "count": events.len(), "requestJournalDisabled": disabled }),
+                )
+            }
+            // WireMock finds oldest first (its journal lists newest first).
+            ("POST", ["find"]) => match self.parse_pattern(req) {
+                Ok(p) => {
+                    let mut events = self.journal.newest_first();
+                    events.retain(|e| p.matches(&e.request));
+                    events.reverse();
+                    AdminReply::json_list(
+                        200,
+                        "requests",
+                        events,
+                        |e| json::event_request(e),
+                        json!({ "requestJournalDisabled": false }),
+                    )
                 }
-                ("POST", ["count"]) => {
-                    let disabled = !self.journal.enabled();
-                    self.with_pattern(req, |events| json!({ "count": events.len(), "requestJournalDisabled": disabled }))
+                Err(r) => r,
+            },
+            ("POST", ["remove"]) => match self.parse_pattern(req) {
+                Ok(p) => {
+                    let gone = self.journal.remove_where(|e| p.matches(&e.request));
+                    AdminReply::json(
+                        200,
+                        json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }),
+                    )
                 }
-                // WireMock finds oldest first (its journal lists newest first).
-                ("POST", ["find"]) => self.with_pattern(req, |events| {
-                    json!({ "requests": events.iter().rev().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": false })
-                }),
-                ("POST", ["remove"]) => match self.parse_pattern(req) {
-                    Ok(p) => {
-                        let gone = self.journal.remove_where(|e| p.matches(&e.request));
-                        AdminReply::json(200, json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }))
-                    }
-                    Err(r) => r,
-                },
-                ("POST", ["remove-by-metadata"]) => self.remove_by_stub_metadata(req),
-                ("GET", ["unmatched"]) => {
-                    let events: Vec<_> = self.journal.newest_first().into_iter().filter(|e| !e.was_matched()).collect();
-                    AdminReply::json(200, json!({ "requests": events.iter().map(|e| json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port)).collect::<Vec<_>>(), "requestJournalDisabled": !self.journal.enabled() }))
+                Err(r) => r,
+            },
+            ("POST", ["remove-by-metadata"]) => self.remove_by_stub_metadata(req),
+            ("GET", ["unmatched"]) => {
+                let events: Vec<_> = self
+                    .journal
+                    .newest_first()
+                    .into_iter()
+                    .filter(|e| !e.was_matched())
+                    .collect();
+                AdminReply::json_list(
+                    200,
+                    "requests",
+                    events,
+                    |e| json::event_request(e),
+                    json!({ "requestJournalDisabled": !self.journal.enabled() }),
+                )
+            }
+            ("GET", ["unmatched", "near-misses"]) => {
+                let mut misses = Vec::new();
+                for e in self
+                    .journal
+                    .newest_first()
+                    .into_iter()
+                    .filter(|e| !e.was_matched())
+                {
+                    misses.extend(self.near_misses_for(&e.request, Some(&e)));
                 }
-                ("GET", ["unmatched", "near-misses"]) => {
-                    let mut misses = Vec::new();
-                    for e in self.journal.newest_first().into_iter().filter(|e| !e.was_matched()) {
-                        misses.extend(self.near_misses_for(&e.request, Some(&e)));
-                    }
-                    AdminReply::json(200, json!({ "nearMisses": misses }))
-                }
-                ("GET", [id]) => match self.journal.get(id) {
-                    Some(e) => AdminReply::json(200, self.serve_event(&e)),
-                    None => AdminReply::not_found(&format!("no request with id {id}")),
-                },
-                ("DELETE", [id]) => {
-                    self.journal.remove_by_id(id);
-                    AdminReply::ok()
-                }
+                AdminReply::json(200, json!({ "nearMisses": misses }))
+            }
+            ("GET", [id]) => match self.journal.get(id) {
+                Some(e) => AdminReply::json(200, serve_event(self.engine(), &e)),
+                None => AdminReply::not_found(&format!("no request with id {id}")),
+            },
+            ("DELETE", [id]) => {
+                self.journal.remove_by_id(id);
+                AdminReply::ok()
+            }
             _ => return None,
         })
     }
@@ -89,7 +124,7 @@ impl Admin {
                             .map(|e| {
                                 let lines = p.diagnose(&e.request);
                                 (score(&lines), json!({
-                                    "request": json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
+                                    "request": json::event_request(e),
                                     "requestPattern": req.json_body().unwrap_or_default(),
                                     "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": score(&lines) },
                                 }))
@@ -139,10 +174,16 @@ impl Admin {
         if let Some(limit) = req.query("limit").and_then(|l| l.parse().ok()) {
             events.truncate(limit);
         }
-        AdminReply::json(
+        // Each event is rendered with its engine, so the tie check runs on the
+        // thread that streams the listing.
+        let engine = self.engine().clone();
+        let events: Vec<_> = events.into_iter().map(|e| (e, engine.clone())).collect();
+        AdminReply::json_list(
             200,
+            "requests",
+            events,
+            |(e, engine)| serve_event(engine, e),
             json!({
-                "requests": events.iter().map(|e| self.serve_event(e)).collect::<Vec<_>>(),
                 "meta": { "total": total },
                 "requestJournalDisabled": !self.journal.enabled(),
             }),
@@ -193,33 +234,6 @@ impl Admin {
     }
 
     /// The three stubs closest to `snap`, as WireMock's near-miss list.
-    /// A journal entry as WireMock writes it, plus decoy's `tiedWith` when other stubs
-    /// of the winner's priority also match the request: the answer then depends on
-    /// which stub was read or added last (for files, the directory's listing order,
-    /// which differs between file systems). Computed now, against the current stubs.
-    fn serve_event(&self, e: &ServeEvent) -> Value {
-        let mut out = json::serve_event(e);
-        if let Some(winner) = &e.mapping {
-            let tied = self.engine().also_matching(&e.request, winner);
-            if !tied.is_empty() {
-                out["tiedWith"] = tied
-                    .iter()
-                    .map(|m| {
-                        let mut t = json!({ "id": &*m.id });
-                        if let Some(name) = &m.name {
-                            t["name"] = json!(&**name);
-                        }
-                        if let Some(src) = &m.source {
-                            t["file"] = json!(src.file.to_string_lossy());
-                        }
-                        t
-                    })
-                    .collect();
-            }
-        }
-        out
-    }
-
     fn near_misses_for(&self, snap: &RequestSnapshot, event: Option<&ServeEvent>) -> Vec<Value> {
         let set = self.engine().mappings();
         let mut scored: Vec<(f64, &Arc<Mapping>)> = set
@@ -228,7 +242,7 @@ impl Admin {
             .collect();
         scored.sort_by(|a, b| a.0.total_cmp(&b.0));
         let logged = match event {
-            Some(e) => json::logged_request(&e.request, e.logged_at, e.protocol, e.local_port),
+            Some(e) => json::event_request(e),
             None => json::logged_request(snap, SystemTime::now(), "HTTP/1.1", 0),
         };
         scored
@@ -243,4 +257,31 @@ impl Admin {
             })
             .collect()
     }
+}
+
+/// A journal entry as WireMock writes it, plus decoy's `tiedWith` when other stubs
+/// of the winner's priority also match the request: the answer then depends on
+/// which stub was read or added last (for files, the directory's listing order,
+/// which differs between file systems). Computed now, against the current stubs.
+pub(super) fn serve_event(engine: &Engine, e: &ServeEvent) -> Value {
+    let mut out = json::serve_event(e);
+    if let Some(winner) = &e.mapping {
+        let tied = engine.also_matching(&e.request, winner);
+        if !tied.is_empty() {
+            out["tiedWith"] = tied
+                .iter()
+                .map(|m| {
+                    let mut t = json!({ "id": &*m.id });
+                    if let Some(name) = &m.name {
+                        t["name"] = json!(&**name);
+                    }
+                    if let Some(src) = &m.source {
+                        t["file"] = json!(src.file.to_string_lossy());
+                    }
+                    t
+                })
+                .collect();
+        }
+    }
+    out
 }

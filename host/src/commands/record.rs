@@ -60,6 +60,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("recording reads the request journal: drop --no-request-journal");
     }
     opts.journal_entries = opts.journal_entries.max(100_000);
+    // Every proxied exchange is needed when the recording stops: no byte budget.
+    opts.journal_max_bytes = usize::MAX;
     runtime(workers)?.block_on(async move {
         let running = start(opts).await?;
         let admin = running.admin.clone();

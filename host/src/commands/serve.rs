@@ -57,12 +57,20 @@ pub struct ServeArgs {
         long,
         value_name = "TOKEN",
         env = "DECOY_ADMIN_TOKEN",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = admin_token
     )]
-    admin_token: Option<String>,
+    admin_token: Option<TokenArg>,
     /// Keep at most this many requests in the journal (oldest dropped first).
     #[arg(long, default_value_t = decoy_core::journal::DEFAULT_MAX_ENTRIES, value_name = "N")]
     max_request_journal_entries: usize,
+    /// Keep at most this many bytes in the journal, estimated (oldest dropped first).
+    #[arg(long, default_value_t = decoy_core::journal::DEFAULT_MAX_BYTES, value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_request_journal_bytes: usize,
+    /// Keep request bodies (and answers built for the request) longer than this
+    /// truncated in the journal, flagged `bodyTruncated` (proxied exchanges whole).
+    #[arg(long, default_value_t = decoy_core::journal::DEFAULT_MAX_BODY, value_name = "BYTES")]
+    max_request_journal_body_size: usize,
     /// Keep no request journal (the admin API's request endpoints then list nothing).
     #[arg(long)]
     no_request_journal: bool,
@@ -140,13 +148,18 @@ pub struct ServeArgs {
     /// HTTPS clients must present a certificate issued by one in --https-truststore.
     #[arg(long, requires = "https_truststore")]
     https_require_client_cert: bool,
-    /// Close an HTTP/1 connection idle this long, in milliseconds (default 30000).
+    /// Close a connection idle this long, in milliseconds (default 30000): no request
+    /// in flight and no traffic, counted from accept (HTTP/1 and HTTP/2).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     jetty_idle_timeout: Option<u64>,
     /// Worker threads serving requests (default: one per core). On a machine shared
     /// with a load generator, 1 can cut tail latency (docs/performance.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     container_threads: Option<u32>,
+    /// Most client connections open at once, across ports; past it a new connection
+    /// is closed at once (default: 16384, or less when the open-file limit is lower).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: Option<u64>,
     /// No HTTP/2 on the plain port (h2c); HTTP/1.1 only.
     #[arg(long)]
     disable_http2_plain: bool,
@@ -235,6 +248,17 @@ pub struct ServeArgs {
     ca_keystore_password: Option<String>,
     #[arg(long, hide = true)]
     ca_keystore_type: Option<String>,
+}
+
+/// `--admin-token`, read straight into its digest so the command line's `Debug`
+/// never shows it; empty (an unset variable in a compose file) means none.
+#[derive(Debug, Clone)]
+struct TokenArg(Option<decoy::admin::auth::AdminToken>);
+
+fn admin_token(v: &str) -> Result<TokenArg, String> {
+    Ok(TokenArg(
+        (!v.is_empty()).then(|| decoy::admin::auth::AdminToken::new(v)),
+    ))
 }
 
 /// `--admin-api-basic-auth`: exactly `user:password`, as WireMock requires.
@@ -388,7 +412,7 @@ impl ServeArgs {
         note(
             self.logged_response_body_size_limit.is_some(),
             "--logged-response-body-size-limit",
-            "the journal shares each answer's body with the stub instead of copying it; bound it with --max-request-journal-entries",
+            "the journal shares each answer's body with the stub instead of copying it; bound it with --max-request-journal-body-size and --max-request-journal-bytes",
         );
         note(
             self.load_resources_from_classpath.is_some(),
@@ -491,16 +515,21 @@ impl ServeArgs {
                     .map_or(DEFAULT_IDLE_TIMEOUT, std::time::Duration::from_millis),
                 http2_plain: !self.disable_http2_plain,
                 http2_tls: !self.disable_http2_tls,
+                max_connections: self
+                    .max_connections
+                    .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             },
             strict: self.strict,
             watch: !self.no_watch,
             admin_port: self.admin_port,
-            admin_token: self.admin_token.filter(|t| !t.is_empty()),
+            admin_token: self.admin_token.and_then(|t| t.0),
             journal_entries: if self.no_request_journal {
                 0
             } else {
                 self.max_request_journal_entries
             },
+            journal_max_bytes: self.max_request_journal_bytes,
+            journal_max_body: self.max_request_journal_body_size,
             proxy_timeout: std::time::Duration::from_millis(self.proxy_timeout),
             plugins_dir: self.plugins_dir,
             plugin_cache_dir: if self.no_plugin_cache {

@@ -1,4 +1,5 @@
-//! The response body: the whole body at once, a dribble of chunks on a timer, or a
+//! The response body: the whole body at once, a dribble of chunks on a timer, pieces
+//! arriving on a channel (a long admin answer built on a blocking thread), or a
 //! stream that fails (how an HTTP/2 fault resets its stream).
 
 use std::collections::VecDeque;
@@ -20,6 +21,8 @@ pub enum ResponseBody {
         interval: Duration,
         sleep: Option<Pin<Box<Sleep>>>,
     },
+    /// Pieces sent by a producer; the body ends when the producer drops its sender.
+    Channel(tokio::sync::mpsc::Receiver<Bytes>),
     Fail,
 }
 
@@ -61,6 +64,9 @@ impl Body for ResponseBody {
         match self.get_mut() {
             ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             ResponseBody::Fail => Poll::Ready(Some(Err(std::io::Error::other("simulated fault")))),
+            ResponseBody::Channel(rx) => rx
+                .poll_recv(cx)
+                .map(|piece| piece.map(|b| Ok(Frame::data(b)))),
             ResponseBody::Dribble {
                 chunks,
                 interval,
@@ -86,7 +92,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(b) => b.is_none(),
             ResponseBody::Dribble { chunks, .. } => chunks.is_empty(),
-            ResponseBody::Fail => false,
+            ResponseBody::Fail | ResponseBody::Channel(_) => false,
         }
     }
 

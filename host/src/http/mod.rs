@@ -12,6 +12,7 @@
 //! one short lock, measured in `docs/performance.md`.
 
 pub mod body;
+pub mod conns;
 pub mod cors;
 pub mod fault;
 pub mod jks;
@@ -71,6 +72,9 @@ pub struct HttpConfig {
     pub http2_plain: bool,
     /// HTTP/2 by ALPN on the HTTPS port (`--disable-http2-tls` turns it off).
     pub http2_tls: bool,
+    /// The most connections open at once, across listeners (`--max-connections`;
+    /// `None`: [`conns::default_max_connections`] for the open-file limit).
+    pub max_connections: Option<usize>,
 }
 
 /// Jetty's default idle timeout, which WireMock keeps.
@@ -87,6 +91,7 @@ impl Default for HttpConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             http2_plain: true,
             http2_tls: true,
+            max_connections: None,
         }
     }
 }
@@ -105,6 +110,8 @@ pub struct Services {
     pub cfg: HttpConfig,
     /// `--record-mappings`: every proxied answer is written as a mapping file.
     pub recorder: Option<Arc<recorder::Recorder>>,
+    /// Open connections across every listener, against `--max-connections`.
+    pub connections: Arc<conns::ConnLimit>,
 }
 
 /// What a listener answers.
@@ -126,6 +133,8 @@ struct Conn {
     peer: SocketAddr,
     local_port: u16,
     fault: Arc<FaultSlot>,
+    /// Traffic and requests in flight, for the idle timeout.
+    activity: Arc<conns::Activity>,
 }
 
 /// Accepts connections on `listener` until `shutdown` turns true, then lets open
@@ -155,20 +164,32 @@ pub async fn serve(
         builder = builder.http1_only();
     }
     let builder = Arc::new(builder);
+    let idle_timeout = services.cfg.idle_timeout;
+    let mut backoff = conns::AcceptBackoff::default();
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(a) => a,
+                Ok(a) => {
+                    backoff.succeeded();
+                    a
+                }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
+                    let delay = backoff.failed(&e);
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => continue,
+                        _ = shutdown.changed() => break,
+                    }
                 }
             },
             _ = shutdown.changed() => break,
         };
+        // Past the cap the connection is closed at once (dropped), logged once.
+        let Some(slot) = services.connections.acquire() else {
+            continue;
+        };
         let _ = stream.set_nodelay(true);
+        let activity = conns::Activity::new();
         let conn = |scheme, fault| Conn {
             services: services.clone(),
             role,
@@ -176,17 +197,29 @@ pub async fn serve(
             peer,
             local_port,
             fault,
+            activity: activity.clone(),
         };
         let builder = builder.clone();
         match &acceptor {
             None => {
-                let slot = Arc::new(FaultSlot::default());
-                let io = TokioIo::new(FaultIo::new(stream, slot.clone()));
-                let conn = Arc::new(conn("http", slot));
+                let fault = Arc::new(FaultSlot::default());
+                let io = TokioIo::new(conns::Tracked::new(
+                    FaultIo::new(stream, fault.clone()),
+                    activity.clone(),
+                ));
+                let conn = Arc::new(conn("http", fault));
                 let served = builder.serve_connection(io, service(conn)).into_owned();
                 let watched = graceful.watch(served);
                 tokio::spawn(async move {
-                    let _ = watched.await;
+                    let _slot = slot;
+                    // Dropped (closed) once idle, counted from accept: a client that
+                    // never sends a byte no longer holds its socket forever.
+                    tokio::select! {
+                        _ = watched => {}
+                        _ = activity.idle(idle_timeout) => {
+                            tracing::debug!("closing the idle connection from {peer}");
+                        }
+                    }
                 });
             }
             Some(acceptor) => {
@@ -194,6 +227,7 @@ pub async fn serve(
                 let conn = conn("https", Arc::new(FaultSlot::default()));
                 let graceful_watch = graceful.watcher();
                 tokio::spawn(async move {
+                    let _slot = slot;
                     let tls = match tokio::time::timeout(
                         Duration::from_secs(10),
                         acceptor.accept(stream),
@@ -207,11 +241,19 @@ pub async fn serve(
                         }
                         Err(_) => return,
                     };
-                    let io = TokioIo::new(FaultIo::new(tls, conn.fault.clone()));
+                    let io = TokioIo::new(conns::Tracked::new(
+                        FaultIo::new(tls, conn.fault.clone()),
+                        activity.clone(),
+                    ));
                     let served = builder
                         .serve_connection(io, service(Arc::new(conn)))
                         .into_owned();
-                    let _ = graceful_watch.watch(served).await;
+                    tokio::select! {
+                        _ = graceful_watch.watch(served) => {}
+                        _ = activity.idle(idle_timeout) => {
+                            tracing::debug!("closing the idle connection from {peer}");
+                        }
+                    }
                 });
             }
         }
@@ -225,17 +267,24 @@ pub async fn serve(
     }
 }
 
+/// A response body that keeps its request counted as in flight until it is sent.
+type Tracked = conns::TrackedBody<ResponseBody>;
+
 fn service(
     conn: Arc<Conn>,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
-    Response = Response<ResponseBody>,
+    Response = Response<Tracked>,
     Error = Infallible,
-    Future = impl Future<Output = Result<Response<ResponseBody>, Infallible>> + Send,
+    Future = impl Future<Output = Result<Response<Tracked>, Infallible>> + Send,
 > + Clone {
     service_fn(move |req| {
         let conn = conn.clone();
-        async move { Ok(handle(req, &conn).await) }
+        async move {
+            let guard = conn.activity.request();
+            let resp = handle(req, &conn).await;
+            Ok(resp.map(|body| conns::TrackedBody::new(body, Some(guard))))
+        }
     })
 }
 
@@ -400,6 +449,8 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             response_body: plan.body.clone(),
             added_delay: plan.delay,
             process_time,
+            request_body_size: None,
+            response_body_size: None,
         });
     }
 
@@ -512,7 +563,22 @@ async fn admin_reply(
             );
         }
     };
-    let mut resp = Response::new(ResponseBody::full(reply.body));
+    let body = match reply.stream {
+        None => ResponseBody::full(reply.body),
+        Some(crate::admin::Streamed(produce)) => {
+            // A few pieces in flight at most: the producer waits for the client.
+            let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+            let head = reply.body;
+            tokio::task::spawn_blocking(move || {
+                if !head.is_empty() && tx.blocking_send(head).is_err() {
+                    return;
+                }
+                produce(&mut |piece| tx.blocking_send(piece).is_ok());
+            });
+            ResponseBody::Channel(rx)
+        }
+    };
+    let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
     if !resp.body().is_empty_full() {
         resp.headers_mut().insert(

@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use rand::Rng as _;
 use serde_json::{Map, Value, json};
 
+use decoy_core::paths;
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::request::RequestSnapshot;
 
@@ -89,12 +90,19 @@ impl Recorder {
             response["headers"] = Value::Object(headers);
         }
         let mapping = json!({ "id": id, "request": request, "response": response, "uuid": id });
-        let mapping_path = self.mappings.join(format!("mapping-{slug}-{file_id}.json"));
-        let body_path = self.files.join(&body_file);
+        let mapping_name = format!("mapping-{slug}-{file_id}.json");
+        let mappings_dir = self.mappings.clone();
+        let files_dir = self.files.clone();
         let body = plan.body.clone();
         let url = req.url.clone();
-        // The body first: the watcher then finds it when the mapping appears.
+        // The body first: the watcher then finds it when the mapping appears. Both
+        // names are built from the request and the answer (the extension from its
+        // Content-Type), so each must stay inside its folder.
         let write = move || -> std::io::Result<()> {
+            let body_path =
+                paths::inside(&files_dir, &body_file, "__files").map_err(std::io::Error::other)?;
+            let mapping_path = paths::inside(&mappings_dir, &mapping_name, "mappings")
+                .map_err(std::io::Error::other)?;
             if let Some(dir) = body_path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
@@ -183,12 +191,16 @@ fn extension(content_type: &str, path: &str) -> String {
     } else if ct.starts_with("text/") {
         Some("txt")
     } else if let Some(sub) = ct.strip_prefix("image/") {
-        return sub
+        // The upstream's Content-Type ends up in a file name: letters and digits only.
+        let sub: String = sub
             .split([';', '+'])
             .next()
-            .unwrap_or("bin")
-            .trim()
-            .to_owned();
+            .unwrap_or("")
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(10)
+            .collect();
+        return if sub.is_empty() { "bin".into() } else { sub };
     } else {
         None
     };
@@ -224,5 +236,8 @@ mod tests {
         assert_eq!(extension("", "/a/b.csv"), "csv");
         assert_eq!(extension("", "/a/b"), "txt");
         assert_eq!(title_case("x-up"), "X-Up");
+        assert_eq!(extension("image/png; q=1", "/x"), "png");
+        assert_eq!(extension("image/../../../tmp/evil", "/x"), "tmpevil");
+        assert_eq!(extension("image/;", "/x"), "bin");
     }
 }

@@ -1190,3 +1190,68 @@ fn proxy_via_sends_proxied_requests_through_the_proxy() {
     proxy.kill().unwrap();
     let _ = (child.wait(), proxy.wait());
 }
+
+/// With its open-file limit used up, decoy backs off accepting, says why, and serves
+/// again once descriptors are free.
+#[cfg(target_os = "linux")]
+#[test]
+fn running_out_of_file_descriptors_is_logged_and_survived() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    // A hard limit of 96 descriptors, and a cap above it so accept itself fails.
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -n 96 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_decoy"))
+        .args(["serve", "--max-connections", "1000", "--no-watch"])
+        .args(["--port", "0", "--bind-address", "127.0.0.1", "--root-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let held: Vec<std::net::TcpStream> = (0..150)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    drop(held);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let answer = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+            write!(
+                s,
+                "GET /hi HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )?;
+            let mut out = String::new();
+            s.read_to_string(&mut out)?;
+            Ok(out)
+        });
+        if answer.as_deref().is_ok_and(|a| a.ends_with("hello")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "decoy serves again: {answer:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let _ = child.wait();
+    assert!(err.contains("out of file descriptors"), "{err}");
+}

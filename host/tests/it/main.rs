@@ -13,6 +13,8 @@ mod common;
 mod amqp;
 mod cli;
 mod fixtures;
+mod fuzz_requests;
+mod hardening_server;
 #[cfg(feature = "ibmmq")]
 mod ibmmq_live;
 mod lifecycle;

@@ -1,13 +1,24 @@
 //! The request journal: a bounded record of served requests, for the admin API.
 //!
-//! Bounded (`--max-request-journal-entries`, default 10,000): a long load test drops
-//! its oldest entries instead of growing without limit. Recording moves the request
+//! Bounded by count (`--max-request-journal-entries`, default 10,000) and by bytes
+//! (`--max-request-journal-bytes`, default 256 MiB): a long load test drops its
+//! oldest entries instead of growing without limit, and 10,000 requests of 16 MiB no
+//! longer mean 160 GB. A request body (and an answer's body built for the request,
+//! by a template or a plugin) longer than `--max-request-journal-body-size` (default
+//! 1 MiB) is kept truncated to that size, with its full size noted
+//! ([`ServeEvent::request_body_size`]), which the admin API shows as `bodyTruncated`
+//! and `bodySize`. Proxied exchanges are kept whole: recording turns them into
+//! stubs. An answer's body shared with its stub costs nothing and is never copied.
+//!
+//! The byte count of an entry is an estimate of what it holds (URL, headers and
+//! bodies plus a fixed overhead), not the allocator's view; the budget keeps the
+//! journal's memory within a small factor of it. Recording moves the request
 //! snapshot the engine already built (compacted, see
 //! [`RequestSnapshot::into_compact`]) into an `Arc`; the work added to a request is
 //! an atomic increment for its id, that copy, and an uncontended lock on one slot of
 //! a ring.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -18,6 +29,34 @@ use crate::mapping::Mapping;
 use decoy_spec::request::RequestSnapshot;
 
 pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
+/// The default byte budget of the whole journal (256 MiB).
+pub const DEFAULT_MAX_BYTES: usize = 256 * 1024 * 1024;
+/// The default size past which a body is kept truncated (1 MiB).
+pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+/// What an entry costs besides its URL, headers and bodies (the event, the `Arc`,
+/// the header map's tables), roughly.
+const ENTRY_OVERHEAD: usize = 512;
+
+/// How much the journal keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalLimits {
+    /// The most entries kept (0: no journal).
+    pub max_entries: usize,
+    /// The most bytes kept, estimated (`usize::MAX`: no byte limit).
+    pub max_bytes: usize,
+    /// Bodies longer than this are kept truncated to it (proxied ones excepted).
+    pub max_body: usize,
+}
+
+impl Default for JournalLimits {
+    fn default() -> Self {
+        JournalLimits {
+            max_entries: DEFAULT_MAX_ENTRIES,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_body: DEFAULT_MAX_BODY,
+        }
+    }
+}
 
 /// One served request and what it got.
 #[derive(Debug)]
@@ -39,12 +78,64 @@ pub struct ServeEvent {
     pub added_delay: Duration,
     /// Request read to response handed to the transport, without the added delay.
     pub process_time: Duration,
+    /// Set by the journal when it kept the request body truncated: its full size.
+    pub request_body_size: Option<usize>,
+    /// Set by the journal when it kept the answer's body truncated: its full size.
+    pub response_body_size: Option<usize>,
 }
 
 impl ServeEvent {
     pub fn was_matched(&self) -> bool {
         self.mapping.is_some()
     }
+
+    /// Whether the answer's body is the stub's own (shared, not a copy).
+    fn body_is_the_stubs(&self) -> bool {
+        self.mapping.as_ref().is_some_and(|m| {
+            m.response.body.as_ptr() == self.response_body.as_ptr()
+                && m.response.body.len() == self.response_body.len()
+        })
+    }
+
+    /// Keeps at most `max` bytes of each body this event owns (not a proxied
+    /// exchange's, not a body shared with the stub), as a copy so the full one is
+    /// freed.
+    fn truncate_bodies(&mut self, max: usize) {
+        if self.proxied {
+            return;
+        }
+        if self.request.body.len() > max {
+            self.request_body_size = Some(self.request.body.len());
+            self.request.body = Bytes::copy_from_slice(&self.request.body[..max]);
+        }
+        if self.response_body.len() > max && !self.body_is_the_stubs() {
+            self.response_body_size = Some(self.response_body.len());
+            self.response_body = Bytes::copy_from_slice(&self.response_body[..max]);
+        }
+    }
+
+    /// The bytes this entry is counted for in the journal's budget.
+    fn cost(&self) -> usize {
+        let headers: usize = self
+            .request
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 32)
+            .sum();
+        let response = if self.body_is_the_stubs() {
+            0
+        } else {
+            self.response_body.len()
+        };
+        ENTRY_OVERHEAD + self.request.url.len() + headers + self.request.body.len() + response
+    }
+}
+
+/// A kept event and what it counts for.
+#[derive(Debug)]
+struct Entry {
+    event: Arc<ServeEvent>,
+    cost: usize,
 }
 
 /// A ring of slots, one per entry, written without a shared lock: an event's id is
@@ -52,22 +143,52 @@ impl ServeEvent {
 /// `capacity` events are always the ones kept and concurrent requests write to
 /// different slots (each slot's own mutex is uncontended). Listing sorts by the
 /// sequence number; that is admin-API work, not request work.
+///
+/// The byte budget is kept by a second cursor: when the estimated total passes it,
+/// the oldest entries are dropped, in sequence order, until it fits again (the newest
+/// entry is always kept).
 #[derive(Debug)]
 pub struct Journal {
     /// Empty when the journal is disabled.
-    slots: Box<[Mutex<Option<Arc<ServeEvent>>>]>,
+    slots: Box<[Mutex<Option<Entry>>]>,
     /// Event ids are this prefix and a sequence number.
     prefix: u64,
     sequence: AtomicU64,
+    limits: JournalLimits,
+    /// The estimated bytes of every kept entry.
+    bytes: AtomicUsize,
+    /// The sequence number from which entries may still be kept: below it, each was
+    /// dropped for the byte budget (or overwritten by the ring).
+    oldest: Mutex<u64>,
 }
 
 impl Journal {
+    /// A journal of at most `capacity` entries, with the default byte limits.
     pub fn new(capacity: usize) -> Journal {
+        Journal::with_limits(JournalLimits {
+            max_entries: capacity,
+            ..JournalLimits::default()
+        })
+    }
+
+    pub fn with_limits(limits: JournalLimits) -> Journal {
         Journal {
-            slots: (0..capacity).map(|_| Mutex::new(None)).collect(),
+            slots: (0..limits.max_entries).map(|_| Mutex::new(None)).collect(),
             prefix: uuid::Uuid::new_v4().as_u64_pair().0,
             sequence: AtomicU64::new(0),
+            limits,
+            bytes: AtomicUsize::new(0),
+            oldest: Mutex::new(0),
         }
+    }
+
+    pub fn limits(&self) -> JournalLimits {
+        self.limits
+    }
+
+    /// The estimated bytes the journal holds (what its byte budget counts).
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     pub fn disabled() -> Journal {
@@ -78,7 +199,7 @@ impl Journal {
         !self.slots.is_empty()
     }
 
-    fn slot(&self, seq: u64) -> MutexGuard<'_, Option<Arc<ServeEvent>>> {
+    fn slot(&self, seq: u64) -> MutexGuard<'_, Option<Entry>> {
         let i = (seq % self.slots.len() as u64) as usize;
         self.slots[i].lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -95,14 +216,54 @@ impl Journal {
     }
 
     /// Records `event`, whose id must come from [`Journal::next_id`].
-    pub fn record(&self, event: ServeEvent) {
+    pub fn record(&self, mut event: ServeEvent) {
         if self.slots.is_empty() {
             return;
         }
+        event.truncate_bodies(self.limits.max_body);
+        let cost = event.cost();
         let seq = Self::sequence_of(&event.id);
-        let evicted = self.slot(seq).replace(Arc::new(event));
-        // Freeing the oldest entry touches cold memory: done after the slot's lock.
-        drop(evicted);
+        self.bytes.fetch_add(cost, Ordering::AcqRel);
+        let evicted = self.slot(seq).replace(Entry {
+            event: Arc::new(event),
+            cost,
+        });
+        self.forget(evicted);
+        if self.bytes.load(Ordering::Acquire) > self.limits.max_bytes {
+            self.evict_for_budget(seq);
+        }
+    }
+
+    /// Takes an entry out of the byte count (freeing it touches cold memory: done
+    /// after the slot's lock).
+    fn forget(&self, entry: Option<Entry>) {
+        if let Some(e) = entry {
+            self.bytes.fetch_sub(e.cost, Ordering::AcqRel);
+        }
+    }
+
+    /// Drops the oldest entries until the byte budget holds again, never `newest`.
+    fn evict_for_budget(&self, newest: u64) {
+        let mut oldest = self.oldest.lock().unwrap_or_else(|p| p.into_inner());
+        // Whatever the ring overwrote since is gone already.
+        let ring_start = newest.saturating_sub(self.slots.len() as u64 - 1);
+        *oldest = (*oldest).max(ring_start);
+        while *oldest < newest && self.bytes.load(Ordering::Acquire) > self.limits.max_bytes {
+            let seq = *oldest;
+            let taken = {
+                let mut slot = self.slot(seq);
+                if slot
+                    .as_ref()
+                    .is_some_and(|e| Self::sequence_of(&e.event.id) == seq)
+                {
+                    slot.take()
+                } else {
+                    None
+                }
+            };
+            self.forget(taken);
+            *oldest += 1;
+        }
     }
 
     /// Newest first, as WireMock lists them.
@@ -110,7 +271,12 @@ impl Journal {
         let mut all: Vec<Arc<ServeEvent>> = self
             .slots
             .iter()
-            .filter_map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .filter_map(|s| {
+                s.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                    .map(|e| e.event.clone())
+            })
             .collect();
         all.sort_by_key(|e| std::cmp::Reverse(Self::sequence_of(&e.id)));
         all
@@ -123,7 +289,8 @@ impl Journal {
     pub fn get(&self, id: &str) -> Option<Arc<ServeEvent>> {
         let id = self.parse(id)?;
         self.slot(Self::sequence_of(&id))
-            .clone()
+            .as_ref()
+            .map(|e| e.event.clone())
             .filter(|e| e.id == id)
     }
 
@@ -131,22 +298,34 @@ impl Journal {
         let Some(id) = self.parse(id) else {
             return false;
         };
-        let mut slot = self.slot(Self::sequence_of(&id));
-        if slot.as_ref().is_some_and(|e| e.id == id) {
-            *slot = None;
-            true
-        } else {
-            false
-        }
+        let taken = {
+            let mut slot = self.slot(Self::sequence_of(&id));
+            if slot.as_ref().is_some_and(|e| e.event.id == id) {
+                slot.take()
+            } else {
+                None
+            }
+        };
+        let found = taken.is_some();
+        self.forget(taken);
+        found
     }
 
     /// Removes the events for which `pred` is true; returns them, newest first.
     pub fn remove_where(&self, pred: impl Fn(&ServeEvent) -> bool) -> Vec<Arc<ServeEvent>> {
         let mut gone = Vec::new();
         for s in self.slots.iter() {
-            let mut slot = s.lock().unwrap_or_else(|p| p.into_inner());
-            if slot.as_ref().is_some_and(|e| pred(e)) {
-                gone.extend(slot.take());
+            let taken = {
+                let mut slot = s.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.as_ref().is_some_and(|e| pred(&e.event)) {
+                    slot.take()
+                } else {
+                    None
+                }
+            };
+            if let Some(e) = taken {
+                gone.push(e.event.clone());
+                self.forget(Some(e));
             }
         }
         gone.sort_by_key(|e| std::cmp::Reverse(Self::sequence_of(&e.id)));
@@ -155,7 +334,8 @@ impl Journal {
 
     pub fn clear(&self) {
         for s in self.slots.iter() {
-            s.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let taken = s.lock().unwrap_or_else(|p| p.into_inner()).take();
+            self.forget(taken);
         }
     }
 
@@ -189,7 +369,74 @@ mod tests {
             response_body: Bytes::new(),
             added_delay: Duration::ZERO,
             process_time: Duration::ZERO,
+            request_body_size: None,
+            response_body_size: None,
         }
+    }
+
+    fn urls(j: &Journal) -> Vec<String> {
+        j.newest_first()
+            .iter()
+            .map(|e| e.request.url.clone())
+            .collect()
+    }
+
+    #[test]
+    fn large_bodies_are_kept_truncated_with_their_size() {
+        let j = Journal::with_limits(JournalLimits {
+            max_body: 4,
+            ..JournalLimits::default()
+        });
+        let mut e = event(&j, "/big");
+        e.request = e.request.with_body("0123456789");
+        e.response_body = Bytes::from_static(b"abcdefgh");
+        j.record(e);
+        let kept = &j.newest_first()[0];
+        assert_eq!(&kept.request.body[..], b"0123");
+        assert_eq!(kept.request_body_size, Some(10));
+        assert_eq!(&kept.response_body[..], b"abcd");
+        assert_eq!(kept.response_body_size, Some(8));
+        let mut proxied = event(&j, "/proxied");
+        proxied.proxied = true;
+        proxied.request = proxied.request.with_body("0123456789");
+        j.record(proxied);
+        let kept = &j.newest_first()[0];
+        assert_eq!(
+            kept.request.body.len(),
+            10,
+            "a proxied exchange is kept whole"
+        );
+        assert_eq!(kept.request_body_size, None);
+    }
+
+    #[test]
+    fn the_byte_budget_drops_the_oldest_entries_and_keeps_the_newest() {
+        let body = "x".repeat(1000);
+        let cost = {
+            let j = Journal::new(10);
+            let mut e = event(&j, "/0");
+            e.request = e.request.with_body(body.clone());
+            e.cost()
+        };
+        let j = Journal::with_limits(JournalLimits {
+            max_entries: 100,
+            max_bytes: cost * 3,
+            max_body: DEFAULT_MAX_BODY,
+        });
+        for i in 0..10 {
+            let mut e = event(&j, &format!("/{i}"));
+            e.request = e.request.with_body(body.clone());
+            j.record(e);
+            assert!(j.bytes() <= cost * 3, "{} > {}", j.bytes(), cost * 3);
+        }
+        assert_eq!(urls(&j), ["/9", "/8", "/7"]);
+        j.clear();
+        assert_eq!(j.bytes(), 0);
+        // One entry over the whole budget is still kept, alone.
+        let mut huge = event(&j, "/huge");
+        huge.request = huge.request.with_body("y".repeat(cost * 5));
+        j.record(huge);
+        assert_eq!(urls(&j), ["/huge"]);
     }
 
     #[test]

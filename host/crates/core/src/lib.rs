@@ -10,6 +10,8 @@
 //!   one swap per change.
 //! - [`journal`]: the bounded record of served requests; [`metrics`]: counters and
 //!   latency histograms.
+//! - [`paths`]: the check that keeps every file name decoy builds or is given inside
+//!   its folder (no `..`, no symlink leading out).
 //! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
 //!   (custom matchers, the transformer chain and its failure rule).
 //!
@@ -20,5 +22,6 @@ pub mod engine;
 pub mod journal;
 pub mod mapping;
 pub mod metrics;
+pub mod paths;
 pub mod plugins;
 pub mod store;

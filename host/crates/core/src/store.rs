@@ -469,11 +469,18 @@ impl Store {
         live.extend(st.api.iter().map(|(_, m)| (m.clone(), None)));
         let mut written = Vec::new();
         for (m, own) in &live {
-            let rel = own
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("mappings").join(file_name_for(m)));
+            let (rel, full) = match own {
+                Some(rel) => (rel.clone(), self.root.join(rel)),
+                None => {
+                    // The name is built from the stub's name, URL and id: it must stay
+                    // in `mappings/` whatever they hold.
+                    let name = file_name_for(m);
+                    let full = crate::paths::inside(&dir, &name, "mappings")
+                        .map_err(std::io::Error::other)?;
+                    (PathBuf::from("mappings").join(name), full)
+                }
+            };
             let text = persistent_json(&m.json);
-            let full = self.root.join(&rel);
             if let Some(parent) = full.parent() {
                 std::fs::create_dir_all(parent)?;
             }
