@@ -147,6 +147,9 @@ pub struct ServeArgs {
     /// with a load generator, 1 can cut tail latency (docs/performance.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     container_threads: Option<u32>,
+    /// Webhooks sent at once (default 10, as WireMock's pool); more wait their turn.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    webhook_threadpool_size: Option<u32>,
     /// No HTTP/2 on the plain port (h2c); HTTP/1.1 only.
     #[arg(long)]
     disable_http2_plain: bool,
@@ -192,8 +195,6 @@ pub struct ServeArgs {
     permitted_system_keys: Option<String>,
     #[arg(long, hide = true)]
     filename_template: Option<String>,
-    #[arg(long, hide = true)]
-    webhook_threadpool_size: Option<String>,
     #[arg(long, hide = true)]
     disable_optimize_xml_factories_loading: bool,
     #[arg(long, hide = true)]
@@ -356,11 +357,6 @@ impl ServeArgs {
             self.filename_template.is_some(),
             "--filename-template",
             "decoy names saved and recorded stub files itself (docs/lifecycle.md)",
-        );
-        note(
-            self.webhook_threadpool_size.is_some(),
-            "--webhook-threadpool-size",
-            "decoy has no webhook thread pool",
         );
         note(
             self.disable_optimize_xml_factories_loading,
@@ -545,6 +541,9 @@ impl ServeArgs {
                 .map(|h| h.trim().to_owned())
                 .filter(|h| !h.is_empty())
                 .collect(),
+            webhook_concurrency: self
+                .webhook_threadpool_size
+                .map_or(decoy::webhooks::DEFAULT_CONCURRENCY, |n| n as usize),
         }
     }
 }

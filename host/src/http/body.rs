@@ -1,5 +1,6 @@
 //! The response body: the whole body at once, a dribble of chunks on a timer, or a
-//! stream that fails (how an HTTP/2 fault resets its stream).
+//! stream that fails (how an HTTP/2 fault resets its stream); any of them can say when
+//! hyper is done with it (a stub's webhooks wait for that).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -21,6 +22,9 @@ pub enum ResponseBody {
         sleep: Option<Pin<Box<Sleep>>>,
     },
     Fail,
+    /// `body`, then the sender is dropped when hyper drops the body (written, or the
+    /// connection gone), which is what a stub's webhooks wait for.
+    Then(Box<ResponseBody>, tokio::sync::oneshot::Sender<()>),
 }
 
 impl ResponseBody {
@@ -61,6 +65,7 @@ impl Body for ResponseBody {
         match self.get_mut() {
             ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             ResponseBody::Fail => Poll::Ready(Some(Err(std::io::Error::other("simulated fault")))),
+            ResponseBody::Then(body, _) => Pin::new(&mut **body).poll_frame(cx),
             ResponseBody::Dribble {
                 chunks,
                 interval,
@@ -87,12 +92,14 @@ impl Body for ResponseBody {
             ResponseBody::Full(b) => b.is_none(),
             ResponseBody::Dribble { chunks, .. } => chunks.is_empty(),
             ResponseBody::Fail => false,
+            ResponseBody::Then(body, _) => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             ResponseBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            ResponseBody::Then(body, _) => body.size_hint(),
             _ => SizeHint::default(),
         }
     }

@@ -12,6 +12,9 @@
 //!   latency histograms.
 //! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
 //!   (custom matchers, the transformer chain and its failure rule).
+//! - [`webhooks`]: WireMock's `webhook` serve-event listener: definitions, rendering
+//!   through `response-template`, and the [`WebhookSink`](webhooks::WebhookSink) the
+//!   transports hand served requests to.
 //!
 //! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`. Must not
 //! depend on: transports (HTTP, MQ), the admin API, the binary.
@@ -22,3 +25,4 @@ pub mod mapping;
 pub mod metrics;
 pub mod plugins;
 pub mod store;
+pub mod webhooks;
