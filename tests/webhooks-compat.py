@@ -69,6 +69,9 @@ class Receiver:
         class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             daemon_threads = True
 
+            def handle_error(self, request, client_address):
+                pass  # an engine closing its pooled connection as it stops
+
         self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -222,7 +225,7 @@ def main():
             failures += 1
             print(f"DIFFERS {path}:\n  " + "\n  ".join(problems))
         else:
-            print(f"same    {path} ({len(a)} callback(s))")
+            print(f"same    {path}: {a[0]['method']} {a[0]['path']} {a[0]['body']!r}" if a else f"same    {path}")
     if not wm:
         print("WireMock sent no callback at all; see", work / "wiremock.log")
         return 1

@@ -149,6 +149,12 @@ impl Inner {
         if let Some(d) = &hook.delay {
             tokio::time::sleep(d.sample()).await;
         }
+        // Just after start `response-template` may still be compiling; a webhook
+        // can wait for it (bounded) where an answer could not.
+        let waited = std::time::Instant::now();
+        while hook.templater_loading() && waited.elapsed() < self.timeout {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let counters = &self.metrics.webhooks;
         let call = match hook.render(mapping_id, request) {
             Ok(c) => c,

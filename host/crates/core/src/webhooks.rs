@@ -71,8 +71,8 @@ pub struct WebhookCall {
     pub body: Option<Bytes>,
 }
 
-/// The webhooks of one mapping.
-pub type Webhooks = Arc<[Webhook]>;
+/// The webhooks of one mapping (a thin pointer: every mapping carries the field).
+pub type Webhooks = Arc<Vec<Webhook>>;
 
 /// What a transport hands the sink for one served request.
 pub struct Fired {
@@ -156,7 +156,7 @@ pub fn parse(
     if !errors.is_empty() {
         return Err(errors);
     }
-    Ok((!hooks.is_empty()).then(|| Arc::from(hooks)))
+    Ok((!hooks.is_empty()).then(|| Arc::new(hooks)))
 }
 
 fn not_installed(at: &str, name: &str) -> FieldError {
@@ -260,7 +260,7 @@ fn webhook_from(
     };
     let method = text("method", Some("GET"), &mut broken).unwrap_or_default();
     let url = text("url", None, &mut broken);
-    if url.is_none() && !p.get("url").is_some_and(|u| !u.is_null()) {
+    if url.is_none() && p.get("url").is_none_or(Value::is_null) {
         broken.push(FieldError::new(join(at, "url"), "missing"));
     }
     let url = url.unwrap_or_default();
@@ -416,6 +416,12 @@ pub fn check_url(url: &str) -> Result<http::Uri, String> {
 }
 
 impl Webhook {
+    /// Whether its templating plugin is still compiling (its first load): a sender
+    /// that can wait does, rather than fail the webhook.
+    pub fn templater_loading(&self) -> bool {
+        self.templater.as_ref().is_some_and(|p| p.is_loading())
+    }
+
     /// Renders the webhook for `request`, answered by mapping `mapping_id`. The error
     /// says why nothing can be sent (a broken definition, a template that failed).
     pub fn render(&self, mapping_id: &str, request: &wit::Request) -> Result<WebhookCall, String> {
