@@ -72,6 +72,8 @@ if command -v java >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   log "real users' WireMock roots against WireMock and decoy"
   python3 tests/corpus-compat.py --wiremock "$jar" --decoy target/debug/decoy
   "$work/venv/bin/python" tests/client-compat.py wiremock "$jar"
+  log "webhooks: the callbacks WireMock and decoy send for the same stubs and requests"
+  python3 tests/webhooks-compat.py --wiremock "$jar" --decoy target/debug/decoy
   # target/debug/decoy is the binary the `cargo build --quiet -p decoy` above built.
   log "admin API driven by WireMock's own Java client, against WireMock and decoy"
   tests/java-client/run.sh "$jar" target/debug/decoy

@@ -24,6 +24,7 @@
 //! - [`admin`]: WireMock's admin API under `/__admin`, and record/playback.
 //! - [`watch`]: hot reload; file-system events, debounced, fed to the store
 //!   (`decoy_core::store`) and the MQ service (`decoy_mq`).
+//! - [`webhooks`]: sends stubs' (and MQ mappings') webhooks after their answer.
 //! - [`server`]: wiring for `decoy serve`: load, watch, bind, spawn.
 //!
 //! The binary (`src/main.rs`, `src/commands/`) is a thin clap front end over these.
@@ -32,3 +33,4 @@ pub mod admin;
 pub mod http;
 pub mod server;
 pub mod watch;
+pub mod webhooks;

@@ -69,6 +69,8 @@ pub struct ServeOptions {
     pub record_mappings: bool,
     /// `--match-headers`: request headers recorded as `equalTo` matches.
     pub match_headers: Vec<String>,
+    /// `--webhook-threadpool-size`: webhooks sent at once (more wait their turn).
+    pub webhook_concurrency: usize,
 }
 
 impl ServeOptions {
@@ -119,6 +121,7 @@ impl Default for ServeOptions {
             deny_proxy_targets: None,
             record_mappings: false,
             match_headers: Vec::new(),
+            webhook_concurrency: crate::webhooks::DEFAULT_CONCURRENCY,
         }
     }
 }
@@ -316,7 +319,14 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         store.upsert(mapping);
     }
     let metrics = Arc::new(Metrics::default());
-    let mq = decoy_mq::MqService::start(&opts.root_dir, mq_load, &metrics, plugins)?;
+    let webhooks = crate::webhooks::WebhookSender::new(opts.webhook_concurrency, metrics.clone());
+    let mq = decoy_mq::MqService::start(
+        &opts.root_dir,
+        mq_load,
+        &metrics,
+        plugins,
+        Some(Arc::new(webhooks.clone())),
+    )?;
     // Start watching in the background while the listeners come up (setting up the
     // watches on a large tree takes tens of milliseconds); `start` returns only once
     // it is in place, and a rescan then catches what changed on disk in between.
@@ -390,6 +400,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         web_root: Some(decoy_core::mapping::load::files_dir(&opts.root_dir)),
         cfg: opts.http.clone(),
         recorder,
+        webhooks,
     });
     let stub_role = if opts.admin_port.is_some() {
         Role::Stubs

@@ -160,6 +160,9 @@ pub struct ServeArgs {
     /// is closed at once (default: 16384, or less when the open-file limit is lower).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: Option<u64>,
+    /// Webhooks sent at once (default 10, as WireMock's pool); more wait their turn.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    webhook_threadpool_size: Option<u32>,
     /// No HTTP/2 on the plain port (h2c); HTTP/1.1 only.
     #[arg(long)]
     disable_http2_plain: bool,
@@ -205,8 +208,6 @@ pub struct ServeArgs {
     permitted_system_keys: Option<String>,
     #[arg(long, hide = true)]
     filename_template: Option<String>,
-    #[arg(long, hide = true)]
-    webhook_threadpool_size: Option<String>,
     #[arg(long, hide = true)]
     disable_optimize_xml_factories_loading: bool,
     #[arg(long, hide = true)]
@@ -385,11 +386,6 @@ impl ServeArgs {
             "decoy names saved and recorded stub files itself (docs/lifecycle.md)",
         );
         note(
-            self.webhook_threadpool_size.is_some(),
-            "--webhook-threadpool-size",
-            "decoy has no webhook thread pool",
-        );
-        note(
             self.disable_optimize_xml_factories_loading,
             "--disable-optimize-xml-factories-loading",
             "decoy does not use Java's XML factories",
@@ -564,6 +560,9 @@ impl ServeArgs {
                 .map(|h| h.trim().to_owned())
                 .filter(|h| !h.is_empty())
                 .collect(),
+            webhook_concurrency: self
+                .webhook_threadpool_size
+                .map_or(decoy::webhooks::DEFAULT_CONCURRENCY, |n| n as usize),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The response body: the whole body at once, a dribble of chunks on a timer, pieces
 //! arriving on a channel (a long admin answer built on a blocking thread), or a
-//! stream that fails (how an HTTP/2 fault resets its stream).
+//! stream that fails (how an HTTP/2 fault resets its stream); any of them can say
+//! when hyper is done with it (a stub's webhooks wait for that).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -24,6 +25,9 @@ pub enum ResponseBody {
     /// Pieces sent by a producer; the body ends when the producer drops its sender.
     Channel(tokio::sync::mpsc::Receiver<Bytes>),
     Fail,
+    /// `body`, then the sender is dropped when hyper drops the body (written, or the
+    /// connection gone), which is what a stub's webhooks wait for.
+    Then(Box<ResponseBody>, tokio::sync::oneshot::Sender<()>),
 }
 
 impl ResponseBody {
@@ -67,6 +71,7 @@ impl Body for ResponseBody {
             ResponseBody::Channel(rx) => rx
                 .poll_recv(cx)
                 .map(|piece| piece.map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Then(body, _) => Pin::new(&mut **body).poll_frame(cx),
             ResponseBody::Dribble {
                 chunks,
                 interval,
@@ -93,12 +98,14 @@ impl Body for ResponseBody {
             ResponseBody::Full(b) => b.is_none(),
             ResponseBody::Dribble { chunks, .. } => chunks.is_empty(),
             ResponseBody::Fail | ResponseBody::Channel(_) => false,
+            ResponseBody::Then(body, _) => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             ResponseBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            ResponseBody::Then(body, _) => body.size_hint(),
             _ => SizeHint::default(),
         }
     }

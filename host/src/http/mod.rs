@@ -9,7 +9,8 @@
 //! Requests under `/__admin` go to the [`Admin`] API instead (unless it was moved to
 //! its own port). Every stubbed request is counted in [`Metrics`] and, unless the
 //! journal is off, recorded in the [`Journal`]; both cost a few atomic operations and
-//! one short lock, measured in `docs/performance.md`.
+//! one short lock, measured in `docs/performance.md`. A stub's webhooks are handed to
+//! [`crate::webhooks`] with the request, and wait until hyper is done with the body.
 
 pub mod body;
 pub mod conns;
@@ -44,6 +45,7 @@ use body::ResponseBody;
 use decoy_core::engine::{Engine, Outcome};
 use decoy_core::journal::{Journal, ServeEvent};
 use decoy_core::metrics::Metrics;
+use decoy_core::webhooks::{Fired, WebhookSink};
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::plan::text_plan;
 use decoy_spec::request::RequestSnapshot;
@@ -112,6 +114,8 @@ pub struct Services {
     pub recorder: Option<Arc<recorder::Recorder>>,
     /// Open connections across every listener, against `--max-connections`.
     pub connections: Arc<conns::ConnLimit>,
+    /// Sends the webhooks of the stubs that have some.
+    pub webhooks: crate::webhooks::WebhookSender,
 }
 
 /// What a listener answers.
@@ -433,6 +437,17 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     if let Some(origin) = cors_origin {
         cors::decorate(&mut plan, origin, mapping.is_some());
     }
+    // The request as the webhooks' templates see it, taken before the journal keeps it.
+    let webhooks = mapping.as_ref().and_then(|m| {
+        let hooks = m.webhooks.clone()?;
+        Some(Fired {
+            hooks,
+            mapping_id: m.id.clone(),
+            mapping: m.label(),
+            request: decoy_core::plugins::http_request_for(&snap, m.request.path_parameters(&snap)),
+            after: None,
+        })
+    });
     let process_time = read_at.elapsed();
     transport.observe(process_time);
     if services.journal.enabled() {
@@ -466,17 +481,31 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     if !plan.delay.is_zero() {
         tokio::time::sleep(plan.delay).await;
     }
-    if let Some(f) = plan.fault {
-        if version == Version::HTTP_2 {
-            // No socket tricks on a shared HTTP/2 connection: reset just this stream.
+    let resp = match plan.fault {
+        // No socket tricks on a shared HTTP/2 connection: reset just this stream.
+        Some(_) if version == Version::HTTP_2 => {
             let mut resp = Response::new(ResponseBody::Fail);
             *resp.status_mut() = StatusCode::OK;
-            return resp;
+            resp
         }
-        conn.fault.arm(f);
-        return Response::new(ResponseBody::Full(None));
+        Some(f) => {
+            conn.fault.arm(f);
+            Response::new(ResponseBody::Full(None))
+        }
+        None => render(plan, version),
+    };
+    match webhooks {
+        // The webhooks go once hyper is done with the body: the answer is out.
+        Some(mut fired) => {
+            let (done, out) = tokio::sync::oneshot::channel::<()>();
+            fired.after = Some(Box::pin(async move {
+                let _ = out.await;
+            }));
+            services.webhooks.fire(fired);
+            resp.map(|body| ResponseBody::Then(Box::new(body), done))
+        }
+        None => resp,
     }
-    render(plan, version)
 }
 
 fn protocol_name(v: Version) -> &'static str {

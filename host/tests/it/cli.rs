@@ -482,6 +482,7 @@ const CARRIED_OUT: &[&str] = &[
     "truststore-type",
     "jetty-idle-timeout",
     "container-threads",
+    "webhook-threadpool-size",
     "disable-http2-plain",
     "disable-http2-tls",
 ];

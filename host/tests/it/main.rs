@@ -24,3 +24,4 @@ mod plugin_examples;
 mod plugins;
 mod responses;
 mod robustness;
+mod webhooks;

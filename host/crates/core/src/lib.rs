@@ -14,6 +14,9 @@
 //!   its folder (no `..`, no symlink leading out).
 //! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
 //!   (custom matchers, the transformer chain and its failure rule).
+//! - [`webhooks`]: WireMock's `webhook` serve-event listener: definitions, rendering
+//!   through `response-template`, and the [`WebhookSink`](webhooks::WebhookSink) the
+//!   transports hand served requests to.
 //!
 //! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`. Must not
 //! depend on: transports (HTTP, MQ), the admin API, the binary.
@@ -25,3 +28,4 @@ pub mod metrics;
 pub mod paths;
 pub mod plugins;
 pub mod store;
+pub mod webhooks;

@@ -134,11 +134,45 @@ pub struct MappingStats {
 /// The per-mapping counters of MQ mappings: (id, name, counters).
 pub type MqMappingStats = Vec<(Arc<str>, Option<Arc<str>>, Arc<MappingStats>)>;
 
+/// What became of webhooks, by outcome.
+#[derive(Debug, Default)]
+pub struct WebhookMetrics {
+    /// The target answered (with any status).
+    pub sent: AtomicU64,
+    /// Sent, but no answer came: connection refused, timeout, broken connection.
+    pub failed: AtomicU64,
+    /// Never sent: the definition or its rendering gave no valid request (no `url`,
+    /// a template that failed, a URL that is not absolute...).
+    pub invalid: AtomicU64,
+    /// Never sent: too many webhooks were already waiting.
+    pub dropped: AtomicU64,
+}
+
+impl WebhookMetrics {
+    fn render(&self, out: &mut String) {
+        out.push_str("# HELP decoy_webhooks_total Webhooks (serveEventListeners), by outcome.\n");
+        out.push_str("# TYPE decoy_webhooks_total counter\n");
+        for (outcome, n) in [
+            ("sent", &self.sent),
+            ("failed", &self.failed),
+            ("invalid", &self.invalid),
+            ("dropped", &self.dropped),
+        ] {
+            let _ = writeln!(
+                out,
+                "decoy_webhooks_total{{outcome=\"{outcome}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub http: TransportMetrics,
     pub amqp: Arc<TransportMetrics>,
     pub ibm_mq: Arc<TransportMetrics>,
+    pub webhooks: WebhookMetrics,
     /// Set when the MQ runtime starts.
     mq_mappings: Mutex<MqMappingStats>,
 }
@@ -205,6 +239,7 @@ impl Metrics {
                 &format!("transport=\"{transport}\""),
             );
         }
+        self.webhooks.render(&mut out);
         out
     }
 }

@@ -110,6 +110,8 @@ pub struct MqMapping {
     pub receive_threads: usize,
     pub send_threads: usize,
     pub correlation: Correlation,
+    /// WireMock-style webhooks (`serveEventListeners`), sent once the reply is confirmed.
+    pub webhooks: Option<decoy_core::webhooks::Webhooks>,
     /// File and position, for messages.
     pub file: PathBuf,
     pub index: usize,
@@ -554,6 +556,8 @@ const MAPPING_FIELDS: &[&str] = &[
     "receiveThreads",
     "sendThreads",
     "correlation",
+    "serveEventListeners",
+    "postServeActions",
 ];
 const REQUEST_FIELDS: &[&str] = &["destination", "bodyMatcher", "properties", "headers"];
 const RESPONSE_FIELDS: &[&str] = &[
@@ -722,6 +726,10 @@ fn parse_mapping(
             .map_err(|e| errors.extend(e))
             .ok(),
     };
+    let webhooks = decoy_core::webhooks::parse(obj, plugins, warnings)
+        .map_err(|e| errors.extend(e))
+        .ok()
+        .flatten();
     let on_ibm_mq = connections
         .iter()
         .any(|c| c.id == connection_id && matches!(c.kind, ConnectionKind::IbmMq(_)));
@@ -750,6 +758,7 @@ fn parse_mapping(
             receive_threads,
             send_threads,
             correlation,
+            webhooks,
             file: rel.to_path_buf(),
             index,
         }),

@@ -48,6 +48,8 @@ pub struct MqService {
     problems: Mutex<(Vec<Problem>, Vec<Problem>)>,
     /// Where `response.transformers` names resolve (shared with the HTTP side).
     plugins: Option<Arc<decoy_plugin_host::Plugins>>,
+    /// Sends mappings' webhooks (shared with the HTTP side).
+    webhooks: Option<Arc<dyn decoy_core::webhooks::WebhookSink>>,
 }
 
 impl MqService {
@@ -59,9 +61,11 @@ impl MqService {
         load: MqLoad,
         metrics: &Arc<Metrics>,
         plugins: Option<Arc<decoy_plugin_host::Plugins>>,
+        webhooks: Option<Arc<dyn decoy_core::webhooks::WebhookSink>>,
     ) -> anyhow::Result<Arc<MqService>> {
         let service = Arc::new(MqService {
             plugins,
+            webhooks,
             root: root.to_path_buf(),
             metrics: metrics.clone(),
             running: Mutex::new(None),
@@ -125,6 +129,7 @@ impl MqService {
                 ConnectionKind::Amqp(_) => metrics.amqp.clone(),
                 ConnectionKind::IbmMq(_) => metrics.ibm_mq.clone(),
             },
+            self.webhooks.clone(),
         )))
     }
 

@@ -14,6 +14,9 @@
 //! re-established with backoff (1/10 s doubling to 5 s) and the broker redelivers what
 //! was not acknowledged. An unmatched message goes to the connection's unmatched
 //! queue (through the same confirmed path) or is rejected, never dropped.
+//!
+//! A mapping's webhooks (`serveEventListeners`) are handed to the [`WebhookSink`] once
+//! its reply was confirmed, with the request message as their templates' request.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +28,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
 use super::transport::{Broker, Delivery, Destination, Message, Sender, Settle};
 use decoy_core::metrics::{MappingStats, TransportMetrics};
+use decoy_core::webhooks::{Fired, WebhookSink};
 use decoy_matching::pattern::Actual;
 
 /// Replies waiting for a sender, per sender.
@@ -45,6 +49,8 @@ struct QueueService {
     mappings: Vec<(Arc<MqMapping>, Arc<MappingStats>)>,
     unmatched: Unmatched,
     metrics: Arc<TransportMetrics>,
+    /// Where mappings' webhooks go (`None`: they are not sent).
+    webhooks: Option<Arc<dyn WebhookSink>>,
 }
 
 impl QueueService {
@@ -86,6 +92,24 @@ pub fn reply_for(mapping: &MqMapping, request: &Message) -> Message {
     }
 }
 
+/// The request message as plugins (and webhook templates) see it.
+fn plugin_request(mapping: &MqMapping, request: &Message) -> decoy_plugin_host::wit::Request {
+    let id_text = |b: &Option<Vec<u8>>| {
+        b.as_ref().map(|b| match std::str::from_utf8(b) {
+            Ok(s) => s.to_owned(),
+            Err(_) => b.iter().map(|x| format!("{x:02X}")).collect(),
+        })
+    };
+    decoy_core::plugins::mq_request(
+        &mapping.queue.name,
+        request.reply_to.as_deref(),
+        id_text(&request.message_id).as_deref(),
+        id_text(&request.correlation_id).as_deref(),
+        request.properties.clone(),
+        &request.body,
+    )
+}
+
 /// Runs the mapping's transformer plugins over `reply`: they may change its body,
 /// properties and destination, and add to its delay.
 fn transform_reply(
@@ -97,21 +121,8 @@ fn transform_reply(
 ) -> Result<(), decoy_plugin_host::PluginFailure> {
     use decoy_plugin_host::wit;
     let t = &mapping.response.transformers;
-    let id_text = |b: &Option<Vec<u8>>| {
-        b.as_ref().map(|b| match std::str::from_utf8(b) {
-            Ok(s) => s.to_owned(),
-            Err(_) => b.iter().map(|x| format!("{x:02X}")).collect(),
-        })
-    };
     let ctx = t.context(&mapping.id, mapping.name.as_deref());
-    let req = decoy_core::plugins::mq_request(
-        &mapping.queue.name,
-        request.reply_to.as_deref(),
-        id_text(&request.message_id).as_deref(),
-        id_text(&request.correlation_id).as_deref(),
-        request.properties.clone(),
-        &request.body,
-    );
+    let req = plugin_request(mapping, request);
     let response = wit::Response::Mq(wit::MqReply {
         body: reply.body.to_vec(),
         properties: reply.properties.clone(),
@@ -142,6 +153,8 @@ struct Job {
     delay: Duration,
     /// `None` for an unmatched message being moved to the unmatched queue.
     stats: Option<Arc<MappingStats>>,
+    /// The mapping's webhooks, fired once the reply is confirmed.
+    webhooks: Option<Box<Fired>>,
 }
 
 /// The running MQ side. Dropping it does not stop it; call [`MqRuntime::shutdown`].
@@ -159,6 +172,7 @@ impl MqRuntime {
         brokers: Vec<Arc<dyn Broker>>,
         mappings: Vec<(Arc<MqMapping>, Arc<MappingStats>)>,
         metrics_for: impl Fn(&Connection) -> Arc<TransportMetrics>,
+        webhooks: Option<Arc<dyn WebhookSink>>,
     ) -> MqRuntime {
         let (stop, stop_rx) = watch::channel(false);
         let mut receivers = Vec::new();
@@ -175,6 +189,7 @@ impl MqRuntime {
                         mappings: vec![(m.clone(), s.clone())],
                         unmatched: conn.unmatched.clone(),
                         metrics: metrics_for(conn),
+                        webhooks: webhooks.clone(),
                     }),
                 }
             }
@@ -354,6 +369,16 @@ async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
                         );
                         return unmatched(q, delivery, read_at).await;
                     }
+                    let webhooks = match (&mapping.webhooks, &q.webhooks) {
+                        (Some(hooks), Some(_)) => Some(Box::new(Fired {
+                            hooks: hooks.clone(),
+                            mapping_id: mapping.id.clone(),
+                            mapping: mapping.label(),
+                            request: plugin_request(mapping, message),
+                            after: None,
+                        })),
+                        _ => None,
+                    };
                     Some(Job {
                         reply,
                         to,
@@ -361,6 +386,7 @@ async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
                         read_at,
                         stats: Some(stats.clone()),
                         delivery,
+                        webhooks,
                     })
                 }
                 None => {
@@ -393,6 +419,7 @@ async fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Insta
                 read_at,
                 delay: Duration::ZERO,
                 stats: None,
+                webhooks: None,
             })
         }
         Unmatched::Reject => {
@@ -472,6 +499,9 @@ async fn deliver(s: &dyn Sender, q: &QueueService, job: Job, broken: &AtomicBool
                 q.metrics
                     .observe(job.read_at.elapsed().saturating_sub(job.delay));
             }
+            if let (Some(fired), Some(sink)) = (job.webhooks, &q.webhooks) {
+                sink.fire(*fired);
+            }
         }
         Err(e) => {
             tracing::warn!(
@@ -498,6 +528,14 @@ mod tests {
         mappings: &[serde_json::Value],
         unmatched: serde_json::Value,
     ) -> (Arc<MemoryBroker>, MqRuntime, Arc<TransportMetrics>) {
+        start_with(mappings, unmatched, None)
+    }
+
+    fn start_with(
+        mappings: &[serde_json::Value],
+        unmatched: serde_json::Value,
+        webhooks: Option<Arc<dyn WebhookSink>>,
+    ) -> (Arc<MemoryBroker>, MqRuntime, Arc<TransportMetrics>) {
         let mut conn = json!({"connectionId": "mem", "connectionData": {"type": "amqp", "uri": "amqp://unused"}});
         if !unmatched.is_null() {
             conn["connectionData"]["unmatched"] = unmatched;
@@ -514,6 +552,7 @@ mod tests {
                 .map(|m| (Arc::new(m), Arc::default()))
                 .collect(),
             move |_| m.clone(),
+            webhooks,
         );
         (broker, rt, metrics)
     }
@@ -586,6 +625,42 @@ mod tests {
         assert_eq!(&moved.body[..], b"broken, not JSON");
         rt.shutdown().await;
         assert_eq!(metrics.matched_total(), 1);
+    }
+
+    /// A sink that keeps what it is handed.
+    #[derive(Debug, Default)]
+    struct Kept(std::sync::Mutex<Vec<(String, decoy_core::webhooks::WebhookCall)>>);
+
+    impl WebhookSink for Kept {
+        fn fire(&self, fired: Fired) {
+            for hook in fired.hooks.iter() {
+                let call = hook.render(&fired.mapping_id, &fired.request).unwrap();
+                self.0.lock().unwrap().push((fired.mapping.clone(), call));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_confirmed_reply_hands_the_mappings_webhooks_to_the_sink_and_an_unmatched_message_does_not()
+     {
+        let kept = Arc::new(Kept::default());
+        let (broker, rt, _) = start_with(
+            &[
+                json!({"request": {"destination": "Q", "bodyMatcher": {"equalTo": "ping"}}, "response": {"text": "pong"},
+                     "serveEventListeners": [{"name": "webhook", "parameters": {"method": "POST", "url": "http://127.0.0.1:9/done", "body": "done"}}]}),
+            ],
+            json!({"queue": "LOST"}),
+            Some(kept.clone()),
+        );
+        broker.put("Q", request("ping", "R"));
+        assert_eq!(&broker.take("R").await.unwrap().body[..], b"pong");
+        broker.put("Q", request("other", "R"));
+        broker.take("LOST").await.unwrap();
+        rt.shutdown().await;
+        let kept = kept.0.lock().unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].1.url, "http://127.0.0.1:9/done");
+        assert_eq!(kept[0].1.body.as_deref(), Some(&b"done"[..]));
     }
 
     #[tokio::test]

@@ -42,6 +42,8 @@ pub struct Mapping {
     /// `response.headers` plus WireMock's `Matched-Stub-Id` / `Matched-Stub-Name`,
     /// built once here so answering a request copies no header.
     pub served_headers: Arc<[(HeaderName, HeaderValue)]>,
+    /// `serveEventListeners` (and `postServeActions`) naming WireMock's `webhook`.
+    pub webhooks: Option<crate::webhooks::Webhooks>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,15 +117,11 @@ const MAPPING_FIELDS: &[&str] = &[
     "scenarioName",
     "requiredScenarioState",
     "newScenarioState",
+    "serveEventListeners",
+    "postServeActions",
 ];
 /// Fields WireMock writes that do not change how decoy serves a stub.
-const MAPPING_IGNORED: &[&str] = &[
-    "persistent",
-    "metadata",
-    "insertionIndex",
-    "postServeActions",
-    "serveEventListeners",
-];
+const MAPPING_IGNORED: &[&str] = &["persistent", "metadata", "insertionIndex"];
 const RESPONSE_FIELDS: &[&str] = &[
     "status",
     "statusMessage",
@@ -224,6 +222,10 @@ impl Mapping {
             .map_err(|e| errors.push(e))
             .ok()
             .flatten();
+        let webhooks = crate::webhooks::parse(obj, ctx.plugins.as_deref(), warnings)
+            .map_err(|e| errors.extend(e))
+            .ok()
+            .flatten();
 
         match (request, response, errors.is_empty()) {
             (Some(request), Some(response), true) => {
@@ -253,6 +255,7 @@ impl Mapping {
                         None => v.to_string().into_boxed_str(),
                     },
                     served_headers: Arc::from(served),
+                    webhooks,
                 })
             }
             _ => Err(errors),

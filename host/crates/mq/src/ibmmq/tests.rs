@@ -464,6 +464,7 @@ fn serve(fake: &Shared, mappings: &[serde_json::Value]) -> MqRuntime {
             .map(|m| (Arc::new(m), Arc::default()))
             .collect(),
         move |_| metrics.clone(),
+        None,
     )
 }
 

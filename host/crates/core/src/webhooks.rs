@@ -1,0 +1,700 @@
+//! WireMock's webhooks: a stub (or an MQ mapping) that names the `webhook` serve-event
+//! listener sends an HTTP request of its own once it has answered.
+//!
+//! This module owns what is transport-neutral: reading the definitions as WireMock
+//! 3.13 reads them (`serveEventListeners`, and the older `postServeActions` in both its
+//! list and its map form), and rendering one for a served request through the
+//! `response-template` plugin (WireMock always templates webhooks, with the request
+//! as `originalRequest` and the webhook's own parameters as `parameters`). Sending is
+//! behind [`WebhookSink`]: the `decoy` crate implements it with its pooled HTTP
+//! client, and both transports hand it what they served, the HTTP side once the
+//! response was written, the MQ side once the reply was confirmed.
+//!
+//! WireMock loads a stub whose webhook can never be sent (no `url`, a `delay` that is
+//! not a distribution, bad base64...) and fails the webhook each time it fires; decoy
+//! does the same, and says why when the stub is loaded (a warning naming the field).
+//! What WireMock refuses to load (a listener that is not an object, `parameters` that
+//! are not an object) is an error here too.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use decoy_plugin_host::{Plugin, Plugins, wit};
+use decoy_spec::fields::{FieldError, index, join, kind};
+use decoy_spec::plan::DelayDistribution;
+use serde_json::{Map, Value};
+
+/// The listener's name, as WireMock 3 registers it.
+pub const NAME: &str = "webhook";
+
+/// The templating plugin webhooks are rendered with.
+const TEMPLATER: &str = "response-template";
+
+/// One webhook of a mapping, as written; rendered per request by [`Webhook::render`].
+#[derive(Debug)]
+pub struct Webhook {
+    /// Where it is in the mapping (`serveEventListeners[0]`), for messages.
+    pub at: String,
+    method: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Option<WebhookBody>,
+    pub delay: Option<DelayDistribution>,
+    /// Why it can never be sent, when that is known from the definition alone.
+    pub broken: Option<String>,
+    /// The listener's `parameters` as JSON, the model's `parameters`.
+    parameters: Arc<str>,
+    /// `response-template`, when some field is a template.
+    templater: Option<Arc<Plugin>>,
+    context: OnceLock<wit::CallContext>,
+}
+
+#[derive(Debug)]
+enum WebhookBody {
+    /// `body`: a template.
+    Text(String),
+    /// `base64Body`: sent as decoded, not templated (as in WireMock).
+    Binary(Bytes),
+}
+
+/// A webhook rendered for one request: what to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookCall {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// Sent only with `POST`, `PUT` and `PATCH`, as WireMock does.
+    pub body: Option<Bytes>,
+}
+
+/// The webhooks of one mapping (a thin pointer: every mapping carries the field).
+pub type Webhooks = Arc<Vec<Webhook>>;
+
+/// What a transport hands the sink for one served request.
+pub struct Fired {
+    pub hooks: Webhooks,
+    pub mapping_id: Arc<str>,
+    /// The mapping as messages name it (file, position, id, name).
+    pub mapping: String,
+    /// The request the mapping answered, as the templates see it.
+    pub request: wit::Request,
+    /// Resolves when the answer is out (the HTTP response written); the webhooks wait
+    /// for it. `None`: already out.
+    pub after: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl fmt::Debug for Fired {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fired")
+            .field("mapping", &self.mapping)
+            .field("hooks", &self.hooks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Sends webhooks in the background. `fire` returns at once: nothing a webhook does
+/// (its delay, a slow or dead target) may hold up or change the answer.
+pub trait WebhookSink: Send + Sync + fmt::Debug {
+    fn fire(&self, fired: Fired);
+}
+
+/// Reads `serveEventListeners` and `postServeActions` from a mapping object.
+/// `Ok(None)`: it has no webhook.
+pub fn parse(
+    obj: &Map<String, Value>,
+    plugins: Option<&Plugins>,
+    warnings: &mut Vec<FieldError>,
+) -> Result<Option<Webhooks>, Vec<FieldError>> {
+    let mut hooks = Vec::new();
+    let mut errors = Vec::new();
+    let mut listeners = |key: &str, items: &[Value], warnings: &mut Vec<FieldError>| {
+        for (i, item) in items.iter().enumerate() {
+            match parse_listener(item, &index(key, i), plugins, warnings) {
+                Ok(Some(h)) => hooks.push(h),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+    };
+    match obj.get("serveEventListeners") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => listeners("serveEventListeners", items, warnings),
+        Some(other) => warnings.push(FieldError::new(
+            "serveEventListeners",
+            format!(
+                "expected a list of listeners, found {}: WireMock 3.13 reads it as no listener, so nothing is sent",
+                kind(other)
+            ),
+        )),
+    }
+    match obj.get("postServeActions") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => listeners("postServeActions", items, warnings),
+        // WireMock 2's form: `{"webhook": {...parameters}}`.
+        Some(Value::Object(actions)) => {
+            for (name, params) in actions {
+                let at = join("postServeActions", name);
+                if name != NAME {
+                    warnings.push(not_installed(&at, name));
+                    continue;
+                }
+                match webhook_from(params, &at, plugins, warnings) {
+                    Ok(h) => hooks.push(h),
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        Some(other) => errors.push(FieldError::new(
+            "postServeActions",
+            format!("expected a list of listeners, found {}", kind(other)),
+        )),
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok((!hooks.is_empty()).then(|| Arc::new(hooks)))
+}
+
+fn not_installed(at: &str, name: &str) -> FieldError {
+    FieldError::new(
+        at,
+        format!(
+            "no listener named {name:?}: decoy has WireMock 3's {NAME:?} only; ignored, as WireMock ignores a listener that is not installed"
+        ),
+    )
+}
+
+/// One `{"name": ..., "parameters": {...}}`; `None` when it is not a webhook.
+fn parse_listener(
+    item: &Value,
+    at: &str,
+    plugins: Option<&Plugins>,
+    warnings: &mut Vec<FieldError>,
+) -> Result<Option<Webhook>, FieldError> {
+    let Value::Object(o) = item else {
+        return Err(FieldError::new(
+            at,
+            format!(
+                "expected an object with \"name\" and \"parameters\", found {}",
+                kind(item)
+            ),
+        ));
+    };
+    for k in o.keys() {
+        if !["name", "parameters", "requestPhases"].contains(&k.as_str()) {
+            warnings.push(FieldError::new(
+                join(at, k),
+                "unknown field, ignored (a listener has name and parameters)",
+            ));
+        }
+    }
+    match o.get("name") {
+        None | Some(Value::Null) => {
+            warnings.push(FieldError::new(
+                join(at, "name"),
+                "missing: no listener is named, so nothing is sent (as in WireMock)",
+            ));
+            Ok(None)
+        }
+        Some(Value::String(n)) if n == NAME => {
+            let params = o.get("parameters").unwrap_or(&Value::Null);
+            webhook_from(params, &join(at, "parameters"), plugins, warnings).map(Some)
+        }
+        Some(Value::String(n)) => {
+            warnings.push(not_installed(&join(at, "name"), n));
+            Ok(None)
+        }
+        Some(other) => Err(FieldError::new(
+            join(at, "name"),
+            format!("expected a string, found {}", kind(other)),
+        )),
+    }
+}
+
+/// A webhook from its parameters at `at`. Problems WireMock only meets when the
+/// webhook fires make it `broken` (with a warning now); the stub is still served.
+fn webhook_from(
+    params: &Value,
+    at: &str,
+    plugins: Option<&Plugins>,
+    warnings: &mut Vec<FieldError>,
+) -> Result<Webhook, FieldError> {
+    let empty = Map::new();
+    let p = match params {
+        Value::Object(p) => p,
+        Value::Null => &empty,
+        other => {
+            return Err(FieldError::new(
+                at,
+                format!("expected an object, found {}", kind(other)),
+            ));
+        }
+    };
+    let mut broken: Vec<FieldError> = Vec::new();
+    let mut text = |key: &str, default: Option<&str>, broken: &mut Vec<FieldError>| match p.get(key)
+    {
+        None | Some(Value::Null) => default.map(str::to_owned),
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            let path = join(at, key);
+            match default {
+                // WireMock reads a field that has a default as absent when it is not text.
+                Some(d) => warnings.push(FieldError::new(
+                    path,
+                    format!(
+                        "expected a string, found {}: WireMock uses {d:?} instead",
+                        kind(other)
+                    ),
+                )),
+                None => broken.push(FieldError::new(
+                    path,
+                    format!("expected a string, found {}", kind(other)),
+                )),
+            }
+            default.map(str::to_owned)
+        }
+    };
+    let method = text("method", Some("GET"), &mut broken).unwrap_or_default();
+    let url = text("url", None, &mut broken);
+    if url.is_none() && p.get("url").is_none_or(Value::is_null) {
+        broken.push(FieldError::new(join(at, "url"), "missing"));
+    }
+    let url = url.unwrap_or_default();
+    if !url.is_empty()
+        && !url.contains("{{")
+        && let Err(reason) = check_url(&url)
+    {
+        broken.push(FieldError::new(join(at, "url"), reason));
+    }
+    let mut headers = Vec::new();
+    match p.get("headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(h)) => {
+            for (name, value) in h {
+                let path = join(&join(at, "headers"), name);
+                if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    broken.push(FieldError::new(&path, "not a valid HTTP header name"));
+                }
+                let values: Vec<&Value> = match value {
+                    Value::Array(items) => items.iter().collect(),
+                    other => vec![other],
+                };
+                for v in values {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    headers.push((name.clone(), text));
+                }
+            }
+        }
+        Some(other) => broken.push(FieldError::new(
+            join(at, "headers"),
+            format!("expected an object of header names, found {}", kind(other)),
+        )),
+    }
+    // `body` wins over `base64Body`, as in WireMock; a `body` that is not text is none.
+    let body = match p.get("body") {
+        Some(Value::String(s)) => Some(WebhookBody::Text(s.clone())),
+        Some(Value::Null) | None => match p.get("base64Body") {
+            Some(Value::String(b)) => {
+                match base64::engine::general_purpose::STANDARD.decode(b.trim()) {
+                    Ok(bytes) => Some(WebhookBody::Binary(Bytes::from(bytes))),
+                    Err(e) => {
+                        broken.push(FieldError::new(
+                            join(at, "base64Body"),
+                            format!("not valid base64: {e}"),
+                        ));
+                        None
+                    }
+                }
+            }
+            Some(Value::Null) | None => None,
+            Some(other) => {
+                warnings.push(FieldError::new(
+                    join(at, "base64Body"),
+                    format!(
+                        "expected a string, found {}: no body is sent (as in WireMock)",
+                        kind(other)
+                    ),
+                ));
+                None
+            }
+        },
+        Some(other) => {
+            warnings.push(FieldError::new(
+                join(at, "body"),
+                format!(
+                    "expected a string, found {}: no body is sent (as in WireMock); write JSON as a string",
+                    kind(other)
+                ),
+            ));
+            None
+        }
+    };
+    let delay = match p.get("delay") {
+        None | Some(Value::Null) => None,
+        Some(d @ Value::Object(_)) => {
+            match crate::mapping::parse_distribution(d, &join(at, "delay")) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    broken.push(e);
+                    None
+                }
+            }
+        }
+        Some(other) => {
+            broken.push(FieldError::new(
+                join(at, "delay"),
+                format!(
+                    "expected {{\"type\": \"fixed\", \"milliseconds\": ...}} or a uniform or lognormal distribution, found {}",
+                    kind(other)
+                ),
+            ));
+            None
+        }
+    };
+    let templated = method.contains("{{")
+        || url.contains("{{")
+        || headers.iter().any(|(_, v)| v.contains("{{"))
+        || matches!(&body, Some(WebhookBody::Text(t)) if t.contains("{{"));
+    let mut templater = None;
+    if templated && broken.is_empty() {
+        match plugins.map(|p| p.get(TEMPLATER)) {
+            Some(Ok(p)) => templater = Some(p),
+            Some(Err(e)) => broken.push(FieldError::new(
+                at,
+                format!("its templates cannot be rendered: {e}"),
+            )),
+            // Only where plugins are off (some tests): sent as written.
+            None => {}
+        }
+    }
+    let broken = (!broken.is_empty()).then(|| {
+        let reasons: Vec<String> = broken.iter().map(ToString::to_string).collect();
+        let reason = reasons.join("; ");
+        for e in broken {
+            warnings.push(FieldError::new(
+                e.path,
+                format!(
+                    "{}: the stub is served, and this webhook is never sent (WireMock fails it the same way each time it fires)",
+                    e.reason
+                ),
+            ));
+        }
+        reason
+    });
+    Ok(Webhook {
+        at: at.to_owned(),
+        method,
+        url,
+        headers,
+        body,
+        delay,
+        broken,
+        parameters: Arc::from(Value::Object(p.clone()).to_string()),
+        templater,
+        context: OnceLock::new(),
+    })
+}
+
+/// An absolute `http://` or `https://` URL, as a webhook target must be.
+pub fn check_url(url: &str) -> Result<http::Uri, String> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") if uri.authority().is_some() => Ok(uri),
+        _ => Err(format!(
+            "{url:?} is not an absolute http:// or https:// URL"
+        )),
+    }
+}
+
+impl Webhook {
+    /// Whether its templating plugin is still compiling (its first load): a sender
+    /// that can wait does, rather than fail the webhook.
+    pub fn templater_loading(&self) -> bool {
+        self.templater.as_ref().is_some_and(|p| p.is_loading())
+    }
+
+    /// Renders the webhook for `request`, answered by mapping `mapping_id`. The error
+    /// says why nothing can be sent (a broken definition, a template that failed).
+    pub fn render(&self, mapping_id: &str, request: &wit::Request) -> Result<WebhookCall, String> {
+        if let Some(b) = &self.broken {
+            return Err(b.clone());
+        }
+        let mut method = self.method.clone();
+        let mut url = self.url.clone();
+        let mut headers = self.headers.clone();
+        let mut text_body = match &self.body {
+            Some(WebhookBody::Text(t)) => Some(t.clone()),
+            _ => None,
+        };
+        if let Some(plugin) = &self.templater {
+            // One call renders every field: the method, the URL and the header values
+            // go in as headers of a response, the body as its body.
+            let mut fields = vec![
+                ("method".to_owned(), webhook_template(&method)),
+                ("url".to_owned(), webhook_template(&url)),
+            ];
+            fields.extend(
+                headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), webhook_template(v))),
+            );
+            let response = wit::Response::Http(wit::HttpResponse {
+                status: 200,
+                headers: fields,
+                body: text_body
+                    .as_deref()
+                    .map(|b| webhook_template(b).into_bytes())
+                    .unwrap_or_default(),
+                delay_ms: None,
+            });
+            let context = self.context.get_or_init(|| wit::CallContext {
+                // Its own cache slot in the plugin, apart from the stub's response.
+                mapping_id: format!("{mapping_id}#{}", self.at),
+                mapping_name: None,
+                parameters: self.parameters.to_string(),
+            });
+            let rendered = plugin
+                .transform(context, request, &response)
+                .map_err(|f| format!("template failed: {}", f.reason))?;
+            let wit::Response::Http(r) = rendered else {
+                return Err("the templating plugin returned an MQ reply".into());
+            };
+            let mut values = r.headers.into_iter().map(|(_, v)| v);
+            method = values.next().unwrap_or_default();
+            url = values.next().unwrap_or_default();
+            for (h, v) in headers.iter_mut().zip(values) {
+                h.1 = v;
+            }
+            if text_body.is_some() {
+                text_body = Some(String::from_utf8_lossy(&r.body).into_owned());
+            }
+        }
+        let body = if matches!(method.as_str(), "POST" | "PUT" | "PATCH") {
+            match &self.body {
+                Some(WebhookBody::Binary(b)) => Some(b.clone()),
+                Some(WebhookBody::Text(_)) => text_body.map(Bytes::from),
+                None => None,
+            }
+        } else {
+            None
+        };
+        Ok(WebhookCall {
+            method,
+            url,
+            headers,
+            body,
+        })
+    }
+}
+
+/// A webhook template in the terms of the `response-template` model: WireMock names
+/// the request `originalRequest` in a webhook and has no `request` there, so inside
+/// each `{{...}}` (outside its quoted strings) `originalRequest` becomes `request`
+/// and a `request` of its own becomes a name that renders empty, as in WireMock.
+pub fn webhook_template(text: &str) -> String {
+    if !text.contains("{{") {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let inner_start = open + 2;
+        let Some(close) = rest[inner_start..].find("}}") else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        out.push_str("{{");
+        out.push_str(&rename_request(&rest[inner_start..inner_start + close]));
+        out.push_str("}}");
+        rest = &rest[inner_start + close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn rename_request(expr: &str) -> String {
+    let mut out = String::with_capacity(expr.len());
+    let mut quote: Option<char> = None;
+    let mut word = String::new();
+    let mut prev: Option<char> = None;
+    let flush = |word: &mut String, out: &mut String, prev: Option<char>| {
+        // A path's first segment only: `x.request` and `@request` are left alone.
+        let head = !matches!(prev, Some('.' | '/' | '@'));
+        match word.as_str() {
+            "originalRequest" if head => out.push_str("request"),
+            "request" if head => out.push_str("noRequestInWebhooks"),
+            w => out.push_str(w),
+        }
+        word.clear();
+    };
+    let mut before_word = None;
+    for c in expr.chars() {
+        if let Some(q) = quote {
+            out.push(c);
+            if c == q {
+                quote = None;
+            }
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            if word.is_empty() {
+                before_word = prev;
+            }
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out, before_word);
+            if c == '\'' || c == '"' {
+                quote = Some(c);
+            }
+            out.push(c);
+        }
+        prev = Some(c);
+    }
+    flush(&mut word, &mut out, before_word);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse_one(v: Value) -> (Result<Option<Webhooks>, Vec<FieldError>>, Vec<FieldError>) {
+        let mut warnings = Vec::new();
+        let r = parse(v.as_object().unwrap(), None, &mut warnings);
+        (r, warnings)
+    }
+
+    fn request() -> wit::Request {
+        wit::Request::Http(wit::HttpRequest {
+            method: "POST".into(),
+            url: "/x".into(),
+            path: "/x".into(),
+            query: vec![],
+            headers: vec![],
+            cookies: vec![],
+            body: vec![],
+            base_url: "http://localhost:1".into(),
+            path_parameters: vec![],
+        })
+    }
+
+    #[test]
+    fn original_request_is_the_request_of_the_template_model_and_request_is_nothing() {
+        assert_eq!(
+            webhook_template("id {{jsonPath originalRequest.body '$.request'}} {{request.url}}"),
+            "id {{jsonPath request.body '$.request'}} {{noRequestInWebhooks.url}}"
+        );
+        assert_eq!(
+            webhook_template("{{{originalRequest.body}}} request"),
+            "{{{request.body}}} request"
+        );
+        assert_eq!(
+            webhook_template("plain originalRequest"),
+            "plain originalRequest"
+        );
+        assert_eq!(
+            webhook_template("{{#each originalRequest.query.id}}{{this.request}}{{/each}}"),
+            "{{#each request.query.id}}{{this.request}}{{/each}}"
+        );
+    }
+
+    #[test]
+    fn a_full_webhook_is_read_and_rendered_without_templates_as_written() {
+        let (r, warnings) = parse_one(
+            json!({"serveEventListeners": [{"name": "webhook", "parameters": {
+            "method": "POST", "url": "http://127.0.0.1:9/cb",
+            "headers": {"Content-Type": "application/json", "X-Multi": ["a", 2]},
+            "body": "{\"a\":1}", "delay": {"type": "uniform", "lower": 1, "upper": 2}}}]}),
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let hooks = r.unwrap().unwrap();
+        assert_eq!(
+            hooks[0].delay,
+            Some(DelayDistribution::Uniform { lower: 1, upper: 2 })
+        );
+        let call = hooks[0].render("m", &request()).unwrap();
+        assert_eq!(call.method, "POST");
+        assert_eq!(call.url, "http://127.0.0.1:9/cb");
+        assert_eq!(
+            call.headers,
+            [
+                ("Content-Type".to_owned(), "application/json".to_owned()),
+                ("X-Multi".to_owned(), "a".to_owned()),
+                ("X-Multi".to_owned(), "2".to_owned())
+            ]
+        );
+        assert_eq!(call.body.as_deref(), Some(&b"{\"a\":1}"[..]));
+    }
+
+    #[test]
+    fn the_method_defaults_to_get_and_only_post_put_and_patch_carry_a_body() {
+        let (r, _) = parse_one(json!({"serveEventListeners": [
+            {"name": "webhook", "parameters": {"url": "http://h/a", "body": "x"}},
+            {"name": "webhook", "parameters": {"url": "http://h/b", "method": "PUT", "base64Body": "aGk="}}]}));
+        let hooks = r.unwrap().unwrap();
+        let get = hooks[0].render("m", &request()).unwrap();
+        assert_eq!((get.method.as_str(), get.body), ("GET", None));
+        let put = hooks[1].render("m", &request()).unwrap();
+        assert_eq!(put.body.as_deref(), Some(&b"hi"[..]));
+    }
+
+    #[test]
+    fn the_older_post_serve_actions_are_read_in_both_forms() {
+        let (r, w) = parse_one(json!({
+            "postServeActions": {"webhook": {"url": "http://h/map"}, "other": {}}}));
+        assert_eq!(r.unwrap().unwrap()[0].url, "http://h/map");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].path, "postServeActions.other");
+        let (r, _) = parse_one(json!({
+            "postServeActions": [{"name": "webhook", "parameters": {"url": "http://h/list"}}]}));
+        assert_eq!(r.unwrap().unwrap()[0].url, "http://h/list");
+    }
+
+    #[test]
+    fn what_wiremock_refuses_is_an_error_and_what_it_fails_at_fire_time_is_a_warning() {
+        let (r, _) = parse_one(json!({"serveEventListeners": ["webhook"]}));
+        assert_eq!(r.unwrap_err()[0].path, "serveEventListeners[0]");
+        let (r, _) =
+            parse_one(json!({"serveEventListeners": [{"name": "webhook", "parameters": "x"}]}));
+        assert_eq!(r.unwrap_err()[0].path, "serveEventListeners[0].parameters");
+
+        let (r, w) = parse_one(json!({"serveEventListeners": [
+            {"name": "webhook", "parameters": {"method": "POST"}},
+            {"name": "webhook", "parameters": {"url": "/relative", "delay": 100, "base64Body": "!!"}}]}));
+        let hooks = r.unwrap().unwrap();
+        let paths: Vec<&str> = w.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "serveEventListeners[0].parameters.url",
+                "serveEventListeners[1].parameters.url",
+                "serveEventListeners[1].parameters.base64Body",
+                "serveEventListeners[1].parameters.delay"
+            ]
+        );
+        assert!(w[0].reason.contains("never sent"), "{}", w[0].reason);
+        assert!(
+            hooks[0]
+                .render("m", &request())
+                .unwrap_err()
+                .contains("url")
+        );
+
+        let (r, w) = parse_one(json!({"serveEventListeners": [
+            {"name": "other", "parameters": {}}, {"parameters": {}}]}));
+        assert!(r.unwrap().is_none());
+        assert_eq!(w.len(), 2, "{w:?}");
+        let (r, w) = parse_one(json!({"serveEventListeners": {"name": "webhook"}}));
+        assert!(r.unwrap().is_none());
+        assert!(w[0].reason.contains("no listener"), "{}", w[0].reason);
+    }
+}
