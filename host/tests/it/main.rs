@@ -13,6 +13,7 @@ mod common;
 mod amqp;
 mod cli;
 mod fixtures;
+mod hardening_matching;
 #[cfg(feature = "ibmmq")]
 mod ibmmq_live;
 mod lifecycle;

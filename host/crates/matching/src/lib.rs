@@ -19,6 +19,8 @@ pub mod date;
 pub mod json;
 pub mod limits;
 pub mod pattern;
+#[cfg(test)]
+mod proptests;
 pub mod regex;
 pub mod request_pattern;
 pub mod xml;

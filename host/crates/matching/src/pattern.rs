@@ -730,7 +730,7 @@ fn split_segments(rfc: &str) -> Option<Vec<&str>> {
 }
 
 impl JsonPathQuery {
-    fn parse(rfc: &str) -> Result<Self, serde_json_path::ParseError> {
+    pub(crate) fn parse(rfc: &str) -> Result<Self, serde_json_path::ParseError> {
         let whole = Steps::parse(rfc)?;
         let Some(start) = rfc.find("[?") else {
             return Ok(JsonPathQuery::Plain(whole));
