@@ -31,7 +31,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench  # noqa: E402  (shared helpers: roots, servers, wrk's latency format)
 
 PATTERN = "(?s)(?=.*x)(a|a)*\\1y"
-UNMATCHED_BODY = "x" + "a" * 40
+UNMATCHED_BODY = "a" * 40 + "x"
 
 
 def make_root(base):

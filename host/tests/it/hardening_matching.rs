@@ -114,7 +114,7 @@ async fn a_root_of_backtracking_patterns_still_reports_unmatched_requests_and_se
                 "POST",
                 &format!("/api/{i}/{a40}"),
                 &[],
-                &format!("x{a40}"),
+                &format!("{a40}x"),
             ),
         )
         .await

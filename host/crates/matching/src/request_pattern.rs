@@ -610,8 +610,9 @@ impl RequestPattern {
 
     /// A lower bound of what [`RequestPattern::diagnose`] reports, from its cheap
     /// parts alone: the sum of `distance * weight` over the lines it can settle
-    /// (method; a URL compared by equality; any URL when `url_ruled_out`, which the
-    /// caller knows from the index), and the total weight of all its lines. The other
+    /// (method; a URL compared by equality, bounded by the difference of lengths; a
+    /// URL pattern or template when `url_ruled_out`, which the caller knows from the
+    /// index), and the total weight of all its lines. The other
     /// lines count as distance 0, so the bound never exceeds the real score, and
     /// costs neither a regex nor a body parse.
     pub fn distance_bound(&self, req: &RequestSnapshot, url_ruled_out: bool) -> (f64, f64) {
@@ -628,7 +629,6 @@ impl RequestPattern {
             1.0
         };
         let url = match &self.url {
-            _ if url_ruled_out => 1.0,
             UrlMatcher::Any => 0.0,
             // Levenshtein's distance is at least the difference of the lengths.
             UrlMatcher::Url(u) | UrlMatcher::Path(u) => {
@@ -643,6 +643,8 @@ impl RequestPattern {
                     a.abs_diff(b) as f64 / a.max(b) as f64
                 }
             }
+            // A pattern or template that cannot match is reported at distance 1.
+            _ if url_ruled_out => 1.0,
             _ => 0.0,
         };
         (method * 3.0 + url * 10.0, total)

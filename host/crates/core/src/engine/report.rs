@@ -317,6 +317,89 @@ fn word_wrap(s: &str, width: usize) -> String {
 mod tests {
     use super::*;
 
+    /// The closest stub as an exhaustive scan finds it (the scoring before it was
+    /// bounded): the lowest score, ties to the lower rank.
+    fn exhaustive(set: &MappingSet, req: &RequestSnapshot) -> String {
+        let (_, m, lines) = set
+            .ranked
+            .iter()
+            .map(|m| {
+                let lines = m.request.diagnose(req);
+                let weights: f64 = lines.iter().map(|l| l.weight).sum();
+                let score =
+                    lines.iter().map(|l| l.distance * l.weight).sum::<f64>() / weights.max(1.0);
+                (score, m, lines)
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .unwrap();
+        render(m.name.as_deref(), &lines)
+    }
+
+    #[test]
+    fn bounded_scoring_names_the_stub_an_exhaustive_scan_names() {
+        use crate::mapping::{Mapping, ParseContext};
+        use serde_json::json;
+        let ctx = ParseContext {
+            files_dir: "/nonexistent".into(),
+            plugins: None,
+            global_templating: false,
+        };
+        let mut stubs = Vec::new();
+        for i in 0..60 {
+            let method = ["GET", "POST", "PUT"][i % 3];
+            let request = match i % 6 {
+                0 => json!({"method": method, "urlPath": format!("/api/v{}/items/{i}", i % 4)}),
+                1 => json!({"method": method, "url": format!("/api/items?id={i}")}),
+                2 => {
+                    json!({"method": method, "urlPathPattern": format!("/api/v{}/[a-z]+/{i}", i % 4)})
+                }
+                3 => json!({"method": method, "urlPathTemplate": format!("/api/t{i}/{{id}}"),
+                    "headers": {"X-Id": {"equalTo": format!("h{i}")}}}),
+                4 => json!({"method": method, "urlPath": format!("/api/v1/items/{i}"),
+                    "bodyPatterns": [{"matchesJsonPath": "$.a"}, {"contains": format!("c{i}")}]}),
+                _ => {
+                    json!({"urlPath": "/api/v1/items", "queryParameters": {"q": {"matches": format!("[0-9]{{{}}}", i % 5 + 1)}}})
+                }
+            };
+            stubs.push(json!({"name": format!("stub {i}"), "request": request}));
+        }
+        // Two identical stubs: the tie must go to the same one.
+        stubs.push(json!({"name": "twin a", "request": {"urlPath": "/twin"}}));
+        stubs.push(json!({"name": "twin b", "request": {"urlPath": "/twin"}}));
+        let set = MappingSet::new(
+            stubs
+                .iter()
+                .map(|v| {
+                    std::sync::Arc::new(Mapping::parse(v, &ctx, None, &mut Vec::new()).unwrap())
+                })
+                .collect(),
+        );
+        let requests = [
+            ("GET", "/api/v1/items/7"),
+            ("POST", "/api/v1/items/4"),
+            ("DELETE", "/api/v2/abc/14"),
+            ("GET", "/api/items?id=13"),
+            ("PUT", "/api/t9/5"),
+            ("GET", "/api/v1/items?q=12345678"),
+            ("GET", "/twin/x"),
+            ("GET", "/"),
+            (
+                "PATCH",
+                "/entirely/elsewhere/and/much/longer/than/any/stub/path",
+            ),
+        ];
+        for (method, url) in requests {
+            let mut req = RequestSnapshot::new(method, url);
+            req.body = bytes::Bytes::from_static(br#"{"a": 1, "c": "c4"}"#);
+            let plan = not_matched_plan(&set, &req, |_| "Started".to_owned());
+            assert_eq!(
+                String::from_utf8_lossy(&plan.body),
+                exhaustive(&set, &req),
+                "{method} {url}"
+            );
+        }
+    }
+
     #[test]
     fn text_wraps_as_wiremock_wraps_it() {
         // WireMock's own cases for Strings.wrapIfLongestLineExceedsLimit.
