@@ -14,6 +14,11 @@ use decoy_core::mapping::Mapping;
 use decoy_matching::request_pattern::RequestPattern;
 use decoy_spec::request::RequestSnapshot;
 
+/// How long scoring every stub against one request may take for the admin API's
+/// near-miss lists (a thread of the blocking pool, not a request worker, so more
+/// generous than the not-matched report's 20 ms).
+const NEAR_MISS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Admin {
     /// `/__admin/requests/...`; `rest` is the path after `requests`.
     pub(super) fn requests_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
@@ -233,13 +238,17 @@ impl Admin {
         }
     }
 
-    /// The three stubs closest to `snap`, as WireMock's near-miss list.
+    /// The three stubs closest to `snap`, as WireMock's near-miss list. Scored
+    /// within [`NEAR_MISS_DEADLINE`] per request: past it, expensive matchers (a
+    /// backtracking regex, XML, JSONPath...) count as not matching.
     fn near_misses_for(&self, snap: &RequestSnapshot, event: Option<&ServeEvent>) -> Vec<Value> {
         let set = self.engine().mappings();
-        let mut scored: Vec<(f64, &Arc<Mapping>)> = set
-            .iter()
-            .map(|m| (score(&m.request.diagnose(snap)), m))
-            .collect();
+        let deadline = std::time::Instant::now() + NEAR_MISS_DEADLINE;
+        let (mut scored, _) = decoy_matching::limits::with_deadline(deadline, || {
+            set.iter()
+                .map(|m| (score(&m.request.diagnose(snap)), m))
+                .collect::<Vec<(f64, &Arc<Mapping>)>>()
+        });
         scored.sort_by(|a, b| a.0.total_cmp(&b.0));
         let logged = match event {
             Some(e) => json::event_request(e),

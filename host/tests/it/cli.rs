@@ -451,6 +451,7 @@ fn sample_value(name: &str) -> &'static str {
         "keystore-type" | "truststore-type" => "pkcs12",
         "filename-template" => "{{{method}}}-{{{url}}}",
         "extensions" => "com.example.Transformer",
+        "allow-proxy-targets" | "deny-proxy-targets" => "10.1.2.3,192.168.0.1-192.168.0.9,*.example.com",
         _ => "10",
     }
 }
@@ -483,6 +484,8 @@ const CARRIED_OUT: &[&str] = &[
     "jetty-idle-timeout",
     "container-threads",
     "webhook-threadpool-size",
+    "allow-proxy-targets",
+    "deny-proxy-targets",
     "disable-http2-plain",
     "disable-http2-tls",
 ];

@@ -15,6 +15,7 @@ mod cli;
 mod fixtures;
 mod fuzz_requests;
 mod hardening_server;
+mod hardening_matching;
 #[cfg(feature = "ibmmq")]
 mod ibmmq_live;
 mod lifecycle;

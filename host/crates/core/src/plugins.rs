@@ -287,7 +287,10 @@ impl Transformers {
         plan.headers = Arc::from(headers);
         plan.body = Bytes::from(r.body);
         if let Some(ms) = r.delay_ms {
-            plan.delay += std::time::Duration::from_millis(u64::from(ms));
+            plan.delay = decoy_spec::plan::add_delay(
+                plan.delay,
+                std::time::Duration::from_millis(u64::from(ms)),
+            );
         }
         Ok(())
     }

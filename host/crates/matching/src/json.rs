@@ -4,9 +4,15 @@
 //! `${json-unit.any-string}`, `${json-unit.any-number}`, `${json-unit.any-boolean}`,
 //! `${json-unit.regex}<pattern>`, and `${json-unit.ignore-element}`-style array members.
 //! Regex placeholders are compiled when the mapping loads.
+//!
+//! Both documents are at most [`MAX_JSON_DEPTH`](crate::limits::MAX_JSON_DEPTH) deep
+//! (serde_json's parser limit), so the recursive comparison is bounded in depth; it
+//! is bounded in work by [`COMPARE_STEP_BUDGET`] (order-free array comparison tries
+//! pairs, which multiplies across levels).
 
 use std::collections::HashMap;
 
+use super::limits::{Budget, COMPARE_STEP_BUDGET};
 use super::regex::Regex;
 use serde_json::{Map, Value};
 
@@ -49,11 +55,27 @@ impl JsonEquality {
         })
     }
 
+    /// Whether `actual` equals the expected document; past [`COMPARE_STEP_BUDGET`]
+    /// comparisons it does not (logged).
     pub fn matches(&self, actual: &Value) -> bool {
-        self.eq(&self.expected, actual)
+        if crate::limits::past_deadline() {
+            return false;
+        }
+        let budget = Budget::new(COMPARE_STEP_BUDGET);
+        let equal = self.eq(&self.expected, actual, &budget);
+        if budget.exhausted() {
+            tracing::warn!(
+                "equalToJson stopped after {COMPARE_STEP_BUDGET} node comparisons: counted as no match"
+            );
+            return false;
+        }
+        equal
     }
 
-    fn eq(&self, expected: &Value, actual: &Value) -> bool {
+    fn eq(&self, expected: &Value, actual: &Value, budget: &Budget) -> bool {
+        if !budget.spend(1) {
+            return false;
+        }
         match expected {
             Value::String(s) if s.starts_with("${json-unit.") => self.placeholder(s, actual),
             Value::Object(e) => {
@@ -64,7 +86,7 @@ impl JsonEquality {
                     return false;
                 }
                 e.iter().all(|(k, ev)| match a.get(k) {
-                    Some(av) => self.eq(ev, av),
+                    Some(av) => self.eq(ev, av, budget),
                     None => is_ignore(ev),
                 })
             }
@@ -77,9 +99,9 @@ impl JsonEquality {
                     return false;
                 }
                 if self.ignore_array_order {
-                    self.unordered(&e, a)
+                    self.unordered(&e, a, budget)
                 } else {
-                    e.iter().zip(a).all(|(ev, av)| self.eq(ev, av))
+                    e.iter().zip(a).all(|(ev, av)| self.eq(ev, av, budget))
                 }
             }
             Value::Number(en) => match actual {
@@ -111,11 +133,11 @@ impl JsonEquality {
 
     /// Bipartite matching of expected to actual elements (small arrays: simple
     /// augmenting paths are plenty).
-    fn unordered(&self, expected: &[&Value], actual: &[Value]) -> bool {
+    fn unordered(&self, expected: &[&Value], actual: &[Value], budget: &Budget) -> bool {
         let mut owner: Vec<Option<usize>> = vec![None; actual.len()];
         for ei in 0..expected.len() {
             let mut seen = vec![false; actual.len()];
-            if !self.augment(ei, expected, actual, &mut owner, &mut seen) {
+            if !self.augment(ei, expected, actual, &mut owner, &mut seen, budget) {
                 return false;
             }
         }
@@ -129,15 +151,19 @@ impl JsonEquality {
         actual: &[Value],
         owner: &mut Vec<Option<usize>>,
         seen: &mut Vec<bool>,
+        budget: &Budget,
     ) -> bool {
         for ai in 0..actual.len() {
-            if seen[ai] || !self.eq(expected[ei], &actual[ai]) {
+            if budget.exhausted() {
+                return false;
+            }
+            if seen[ai] || !self.eq(expected[ei], &actual[ai], budget) {
                 continue;
             }
             seen[ai] = true;
             let free = match owner[ai] {
                 None => true,
-                Some(other) => self.augment(other, expected, actual, owner, seen),
+                Some(other) => self.augment(other, expected, actual, owner, seen, budget),
             };
             if free {
                 owner[ai] = Some(ei);

@@ -9,14 +9,18 @@
 //! May depend on: `decoy-spec`. Must not depend on: the plugin runtime, the engine
 //! core, transports. Custom matchers come in through the [`custom`] traits instead.
 //!
-//! Modules, leaves first: [`regex`] (Java-style whole-value regexes), [`date`],
+//! Modules, leaves first: [`limits`] (depth limits, budgets and the scoring
+//! deadline that bound every matcher), [`regex`] (Java-style whole-value regexes), [`date`],
 //! [`json`], [`xml`], then [`pattern`] (the value operators, using all of those),
 //! [`custom`] (the plugin seam) and [`request_pattern`] (the `request` object).
 
 pub mod custom;
 pub mod date;
 pub mod json;
+pub mod limits;
 pub mod pattern;
+#[cfg(test)]
+mod proptests;
 pub mod regex;
 pub mod request_pattern;
 pub mod xml;

@@ -6,12 +6,14 @@
 //! parsed as JSON or XML so that several candidate mappings with JSON or XPath matchers
 //! parse a request body once, not once each.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use super::regex::{Regex, full_regex};
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
+use super::limits::{Budget, JSONPATH_NODE_BUDGET};
 use super::{date::DateTimePattern, json::JsonEquality, xml};
 use decoy_spec::fields::{
     FieldError, FieldResult, as_array, as_bool, as_object, as_str, join, kind, suggest,
@@ -59,9 +61,22 @@ impl<'a> Actual<'a> {
             .as_ref()
     }
 
+    /// The value parsed as XML; `None` when it is not XML, or nests deeper than
+    /// [`MAX_XML_DEPTH`](crate::limits::MAX_XML_DEPTH) (logged).
     pub fn xml(&self) -> Option<&sxd_document::Package> {
         self.xml
-            .get_or_init(|| sxd_document::parser::parse(self.text).ok())
+            .get_or_init(|| match xml::parse_document(self.text) {
+                Ok(doc) => Some(doc),
+                Err(xml::XmlError::TooDeep) => {
+                    tracing::warn!(
+                        "an XML value of {} bytes nests deeper than {} elements: XML matchers do not match it",
+                        self.text.len(),
+                        crate::limits::MAX_XML_DEPTH
+                    );
+                    None
+                }
+                Err(xml::XmlError::Invalid(_)) => None,
+            })
             .as_ref()
     }
 }
@@ -324,9 +339,10 @@ impl StringPattern {
             StringPattern::BinaryEqualTo(bytes) => a.bytes == bytes.as_slice(),
             StringPattern::Contains(s) => a.text.contains(s.as_str()),
             StringPattern::DoesNotContain(s) => !a.text.contains(s.as_str()),
-            // A regex that gives up (backtracking limit) counts as "no match".
+            // A regex that gives up (backtracking limit) counts as "no match", for
+            // doesNotMatch too: it is not known not to match.
             StringPattern::Matches(re) => re.is_match(a.text),
-            StringPattern::DoesNotMatch(re) => !re.is_match(a.text),
+            StringPattern::DoesNotMatch(re) => re.try_is_match(a.text) == Some(false),
             StringPattern::Absent => false,
             StringPattern::Anything => true,
             StringPattern::EqualToJson(eq) => a.json().is_some_and(|v| eq.matches(v)),
@@ -337,8 +353,17 @@ impl StringPattern {
                 length,
             } => {
                 let Some(doc) = a.json() else { return false };
-                let owned = path.query(doc);
-                let nodes: Vec<&Value> = owned.iter().collect();
+                if crate::limits::past_deadline() {
+                    return false;
+                }
+                let Ok(found) = path.query(doc) else {
+                    tracing::warn!(
+                        "JSONPath {expression:?} selected more than {JSONPATH_NODE_BUDGET} nodes in a {}-byte body: counted as no match",
+                        a.text.len()
+                    );
+                    return false;
+                };
+                let nodes: Vec<&Value> = found.iter().map(|n| n.as_ref()).collect();
                 let len_value;
                 let nodes = if *length {
                     let Some(n) = (match nodes.as_slice() {
@@ -370,7 +395,9 @@ impl StringPattern {
                     Some(sub) => json_path_sub_match(&nodes, sub),
                 }
             }
-            StringPattern::MatchesJsonSchema(v) => a.json().is_some_and(|doc| v.is_valid(doc)),
+            StringPattern::MatchesJsonSchema(v) => a
+                .json()
+                .is_some_and(|doc| !crate::limits::past_deadline() && v.is_valid(doc)),
             StringPattern::EqualToXml(eq) => a.xml().is_some_and(|doc| eq.matches(doc)),
             StringPattern::MatchesXPath { xpath, sub } => {
                 let Some(doc) = a.xml() else { return false };
@@ -544,46 +571,209 @@ fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
 /// members). So the expression is split at its first filter: the part before selects
 /// nodes, and the filter (with the rest of the path) runs on each node, wrapped in an
 /// array when it is not one.
+///
+/// Each part is evaluated one segment at a time ([`Steps`]), counting the nodes
+/// selected against [`JSONPATH_NODE_BUDGET`]: a path with several `..` segments
+/// multiplies its nodes at each of them, so it stops at the budget (no match, logged)
+/// instead of growing without bound.
 #[derive(Debug)]
 pub enum JsonPathQuery {
-    Plain(serde_json_path::JsonPath),
-    Filtered {
-        before: serde_json_path::JsonPath,
-        filter: serde_json_path::JsonPath,
-    },
+    Plain(Steps),
+    Filtered { before: Steps, filter: Steps },
+}
+
+/// A JSONPath as its segments, each compiled on its own (`$` followed by the
+/// segment), applied in turn to the nodes the previous one selected. A path whose
+/// filters refer to the root (`$` inside a segment) cannot be cut so: it stays one
+/// step, evaluated whole, refused beforehand when its worst case is over budget.
+#[derive(Debug)]
+pub struct Steps {
+    steps: Vec<serde_json_path::JsonPath>,
+    /// `..` segments, for the whole-path estimate (one step only).
+    descendants: u32,
+}
+
+/// The evaluation stopped at [`JSONPATH_NODE_BUDGET`].
+#[derive(Debug)]
+pub struct OverBudget;
+
+impl Steps {
+    fn parse(rfc: &str) -> Result<Steps, serde_json_path::ParseError> {
+        let whole = serde_json_path::JsonPath::parse(rfc)?;
+        let segments = split_segments(rfc);
+        let descendants = segments.as_ref().map_or(0, |s| {
+            s.iter()
+                .filter(|s| s.trim_start().starts_with(".."))
+                .count()
+        }) as u32;
+        let steps = segments
+            .filter(|s| s.iter().all(|seg| !seg.contains('$')))
+            .and_then(|s| {
+                s.iter()
+                    .map(|seg| serde_json_path::JsonPath::parse(&format!("${seg}")).ok())
+                    .collect::<Option<Vec<_>>>()
+            });
+        Ok(match steps {
+            Some(steps) => Steps {
+                steps,
+                descendants: 0,
+            },
+            None => Steps {
+                steps: vec![whole],
+                descendants: descendants.max(rfc.matches("..").count() as u32),
+            },
+        })
+    }
+
+    fn query<'a>(&self, doc: &'a Value, budget: &Budget) -> Result<Vec<&'a Value>, OverBudget> {
+        if self.steps.len() == 1 && self.descendants >= 2 {
+            // Cut into segments impossible: the worst case of a whole evaluation is
+            // the document's node count to the power of its `..` segments.
+            let nodes = count_nodes(doc, JSONPATH_NODE_BUDGET as u64 + 1);
+            let worst = nodes.saturating_pow(self.descendants);
+            if !budget.spend(worst) {
+                return Err(OverBudget);
+            }
+        }
+        let mut current = vec![doc];
+        for step in &self.steps {
+            let mut next = Vec::new();
+            for node in current {
+                let found = step.query(node).all();
+                if !budget.spend(found.len() as u64) {
+                    return Err(OverBudget);
+                }
+                next.extend(found);
+            }
+            current = next;
+        }
+        Ok(current)
+    }
+}
+
+/// Nodes in `v` (itself included), counting no further than `limit`.
+fn count_nodes(v: &Value, limit: u64) -> u64 {
+    let mut n = 0u64;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        n += 1;
+        if n >= limit {
+            break;
+        }
+        match v {
+            Value::Array(a) => stack.extend(a),
+            Value::Object(o) => stack.extend(o.values()),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// Cuts an RFC 9535 query after its `$` into its segments, each with its own
+/// leading dots (`.a`, `..a`, `[0]`, `..[?@.x]`, `.*`); `None` when the text does
+/// not have that shape (the whole path is then one step).
+fn split_segments(rfc: &str) -> Option<Vec<&str>> {
+    let rest = rfc.trim_start().strip_prefix('$')?;
+    let bytes = rest.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if bytes[i..].starts_with(b"..") {
+            i += 2;
+        } else if bytes[i..].starts_with(b".") {
+            i += 1;
+        } else if !bytes[i..].starts_with(b"[") {
+            return None;
+        }
+        if bytes.get(i) == Some(&b'[') {
+            // To the matching `]`, skipping quoted strings.
+            let mut depth = 0usize;
+            let mut quote: Option<u8> = None;
+            while i < bytes.len() {
+                let c = bytes[i];
+                match quote {
+                    Some(_) if c == b'\\' => i += 1,
+                    Some(q) if c == q => quote = None,
+                    Some(_) => {}
+                    None if c == b'\'' || c == b'"' => quote = Some(c),
+                    None if c == b'[' => depth += 1,
+                    None if c == b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            i += 1;
+                            break;
+                        }
+                    }
+                    None => {}
+                }
+                i += 1;
+            }
+            if depth != 0 {
+                return None;
+            }
+        } else {
+            // A name or `*`: to the next segment.
+            while i < bytes.len()
+                && !matches!(bytes[i], b'.' | b'[')
+                && !bytes[i].is_ascii_whitespace()
+            {
+                i += 1;
+            }
+        }
+        out.push(&rest[start..i]);
+    }
+    Some(out)
 }
 
 impl JsonPathQuery {
-    fn parse(rfc: &str) -> Result<Self, serde_json_path::ParseError> {
-        let whole = serde_json_path::JsonPath::parse(rfc)?;
+    pub(crate) fn parse(rfc: &str) -> Result<Self, serde_json_path::ParseError> {
+        let whole = Steps::parse(rfc)?;
         let Some(start) = rfc.find("[?") else {
             return Ok(JsonPathQuery::Plain(whole));
         };
         let (before, filter) = rfc.split_at(start);
         let before = if before.is_empty() { "$" } else { before };
-        match (
-            serde_json_path::JsonPath::parse(before),
-            serde_json_path::JsonPath::parse(&format!("${filter}")),
-        ) {
+        match (Steps::parse(before), Steps::parse(&format!("${filter}"))) {
             (Ok(before), Ok(filter)) => Ok(JsonPathQuery::Filtered { before, filter }),
             _ => Ok(JsonPathQuery::Plain(whole)),
         }
     }
 
-    fn query(&self, doc: &Value) -> Vec<Value> {
+    /// The nodes selected, or [`OverBudget`] past [`JSONPATH_NODE_BUDGET`] nodes
+    /// (selected, or copied to wrap an object for a filter). Nodes are borrowed from
+    /// `doc`, except those a filter selected in a wrapped copy.
+    pub fn query<'a>(&self, doc: &'a Value) -> Result<Vec<Cow<'a, Value>>, OverBudget> {
+        let budget = Budget::new(JSONPATH_NODE_BUDGET as u64);
         match self {
-            JsonPathQuery::Plain(p) => p.query(doc).all().into_iter().cloned().collect(),
+            JsonPathQuery::Plain(p) => Ok(p
+                .query(doc, &budget)?
+                .into_iter()
+                .map(Cow::Borrowed)
+                .collect()),
             JsonPathQuery::Filtered { before, filter } => {
                 let mut out = Vec::new();
-                for node in before.query(doc).all() {
+                for node in before.query(doc, &budget)? {
                     if node.is_array() {
-                        out.extend(filter.query(node).all().into_iter().cloned());
+                        out.extend(filter.query(node, &budget)?.into_iter().map(Cow::Borrowed));
                     } else {
+                        let copied = count_nodes(node, JSONPATH_NODE_BUDGET as u64 + 1);
+                        if !budget.spend(copied) {
+                            return Err(OverBudget);
+                        }
                         let wrapped = Value::Array(vec![node.clone()]);
-                        out.extend(filter.query(&wrapped).all().into_iter().cloned());
+                        for found in filter.query(&wrapped, &budget)? {
+                            if !budget.spend(count_nodes(found, JSONPATH_NODE_BUDGET as u64 + 1)) {
+                                return Err(OverBudget);
+                            }
+                            out.push(Cow::Owned(found.clone()));
+                        }
                     }
                 }
-                out
+                Ok(out)
             }
         }
     }

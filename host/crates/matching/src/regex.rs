@@ -9,8 +9,9 @@
 //! configured small, and 14 KB with the `regex` crate's defaults), at the same
 //! matching speed within noise (0.4-0.5 µs a call): with thousands of regex stubs,
 //! 15 MB less. Patterns that need Java features `regex` lacks (look-around,
-//! backreferences) fall back to `fancy-regex`; one that gives up on its backtracking
-//! limit counts as no match, never as a hang.
+//! backreferences) fall back to `fancy-regex`, with a backtracking limit of
+//! [`REGEX_BACKTRACK_LIMIT`] steps; one that gives up on it counts as no match (with a
+//! warning in the log), never as a hang.
 //!
 //! A plain pattern is checked when its mapping loads (its syntax tree parsed by
 //! `regex-syntax`, which catches every syntax error) but compiled on its first use, so a root with
@@ -19,6 +20,7 @@
 
 use std::sync::OnceLock;
 
+use crate::limits::{REGEX_BACKTRACK_LIMIT, past_deadline};
 use decoy_spec::fields::{FieldError, FieldResult};
 use std::cell::RefCell;
 
@@ -129,7 +131,10 @@ impl Regex {
         let anchored = anchored(pattern);
         let engine = match check_syntax(&anchored) {
             Ok(()) => Engine::Plain(OnceLock::new()),
-            Err(_) => match fancy_regex::Regex::new(&anchored) {
+            Err(_) => match fancy_regex::RegexBuilder::new(&anchored)
+                .backtrack_limit(REGEX_BACKTRACK_LIMIT)
+                .build()
+            {
                 Ok(re) => Engine::Fancy(Box::new(re)),
                 Err(_) => {
                     // Report the error of the pattern as written, so positions are the user's.
@@ -146,23 +151,55 @@ impl Regex {
         })
     }
 
+    /// Whether `text` matches; a regex that gave up counts as no match.
     pub fn is_match(&self, text: &str) -> bool {
-        match &self.engine {
-            Engine::Plain(compiled) => compiled
-                .get_or_init(|| match build_plain(&anchored(&self.source)) {
-                    Ok(re) => Some(re),
+        self.try_is_match(text).unwrap_or(false)
+    }
+
+    /// Whether `text` matches, or `None` when the regex gave up: it reached its
+    /// backtracking limit (logged), or the scoring deadline had passed before it started
+    /// (see [`crate::limits::with_deadline`]).
+    pub fn try_is_match(&self, text: &str) -> Option<bool> {
+        /// Plain regexes run in linear time; only long values are worth skipping.
+        const LONG: usize = 64 * 1024;
+        Some(match &self.engine {
+            Engine::Plain(compiled) => {
+                let compiled =
+                    compiled.get_or_init(|| match build_plain(&anchored(&self.source)) {
+                        Ok(re) => Some(re),
+                        Err(e) => {
+                            tracing::warn!(
+                                "regex {:?} cannot be compiled, it will never match: {e}",
+                                self.source
+                            );
+                            None
+                        }
+                    });
+                let Some(re) = compiled else {
+                    return Some(false);
+                };
+                if text.len() > LONG && past_deadline() {
+                    return None;
+                }
+                re.is_match(text)
+            }
+            Engine::Fancy(re) => {
+                if past_deadline() {
+                    return None;
+                }
+                match re.is_match(text) {
+                    Ok(m) => m,
                     Err(e) => {
                         tracing::warn!(
-                            "regex {:?} cannot be compiled, it will never match: {e}",
-                            self.source
+                            "regex {:?} gave up on a {}-byte value ({e}; the limit is {REGEX_BACKTRACK_LIMIT} backtracking steps): counted as no match",
+                            self.source,
+                            text.len()
                         );
-                        None
+                        return None;
                     }
-                })
-                .as_ref()
-                .is_some_and(|re| re.is_match(text)),
-            Engine::Fancy(re) => re.is_match(text).unwrap_or(false),
-        }
+                }
+            }
+        })
     }
 
     /// The pattern as written.

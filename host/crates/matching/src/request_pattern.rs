@@ -608,6 +608,48 @@ impl RequestPattern {
         self.multipart.iter().all(|mp| mp.matches(req))
     }
 
+    /// A lower bound of what [`RequestPattern::diagnose`] reports, from its cheap
+    /// parts alone: the sum of `distance * weight` over the lines it can settle
+    /// (method; a URL compared by equality, bounded by the difference of lengths; a
+    /// URL pattern or template when `url_ruled_out`, which the caller knows from the
+    /// index), and the total weight of all its lines. The other
+    /// lines count as distance 0, so the bound never exceeds the real score, and
+    /// costs neither a regex nor a body parse.
+    pub fn distance_bound(&self, req: &RequestSnapshot, url_ruled_out: bool) -> (f64, f64) {
+        let parts = self.headers.len()
+            + self.query.len()
+            + self.cookies.len()
+            + self.form.len()
+            + self.body.len()
+            + self.multipart.len();
+        let total = 3.0 + 10.0 + parts as f64;
+        let method = if self.method.as_ref().is_none_or(|m| *m == req.method) {
+            0.0
+        } else {
+            1.0
+        };
+        let url = match &self.url {
+            UrlMatcher::Any => 0.0,
+            // Levenshtein's distance is at least the difference of the lengths.
+            UrlMatcher::Url(u) | UrlMatcher::Path(u) => {
+                let compared = match &self.url {
+                    UrlMatcher::Url(_) => req.url.as_str(),
+                    _ => req.path(),
+                };
+                let (a, b) = (u.chars().count(), compared.chars().count());
+                if a.max(b) == 0 {
+                    0.0
+                } else {
+                    a.abs_diff(b) as f64 / a.max(b) as f64
+                }
+            }
+            // A pattern or template that cannot match is reported at distance 1.
+            _ if url_ruled_out => 1.0,
+            _ => 0.0,
+        };
+        (method * 3.0 + url * 10.0, total)
+    }
+
     /// Every part of the pattern against `req`, for the "not matched" report.
     pub fn diagnose(&self, req: &RequestSnapshot) -> Vec<DiffLine> {
         let mut lines = Vec::new();

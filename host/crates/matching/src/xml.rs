@@ -8,12 +8,100 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use super::limits::{Budget, COMPARE_STEP_BUDGET, MAX_XML_DEPTH};
 use super::regex::Regex;
 use serde_json::{Map, Value};
 use sxd_document::dom;
 use sxd_xpath::nodeset::Node;
 
 use decoy_spec::fields::{FieldError, FieldResult, as_bool, as_str, join};
+
+/// Why a text is not a document the XML matchers work on.
+#[derive(Debug)]
+pub enum XmlError {
+    Invalid(String),
+    /// Elements nest deeper than [`MAX_XML_DEPTH`].
+    TooDeep,
+}
+
+impl std::fmt::Display for XmlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            XmlError::Invalid(e) => f.write_str(e),
+            XmlError::TooDeep => write!(f, "elements nest deeper than {MAX_XML_DEPTH}"),
+        }
+    }
+}
+
+/// Parses `text`, refusing a document nested deeper than [`MAX_XML_DEPTH`]: the
+/// text is scanned first, since sxd-document's parser looks namespaces up through
+/// every open element (quadratic in the depth: minutes for 100,000 levels), and
+/// everything after it (the [`XNode`] tree, comparisons, XPath's string values)
+/// walks the tree recursively.
+pub fn parse_document(text: &str) -> Result<sxd_document::Package, XmlError> {
+    if nests_deeper_than(text, MAX_XML_DEPTH) {
+        return Err(XmlError::TooDeep);
+    }
+    sxd_document::parser::parse(text).map_err(|e| XmlError::Invalid(format!("{e:?}")))
+}
+
+/// Whether elements in `text` nest deeper than `max`, by one pass over the bytes:
+/// start tags (quoted attribute values skipped) open a level unless they end in
+/// `/>` (which still count as one level deeper), end tags close one; comments, CDATA sections, processing instructions and
+/// declarations are skipped. On malformed text it may overestimate, never
+/// underestimate, and such text fails to parse anyway.
+fn nests_deeper_than(text: &str, max: usize) -> bool {
+    let b = text.as_bytes();
+    let find = |from: usize, pat: &[u8]| -> usize {
+        b[from.min(b.len())..]
+            .windows(pat.len())
+            .position(|w| w == pat)
+            .map_or(b.len(), |p| from + p + pat.len())
+    };
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        let rest = &b[i..];
+        if rest.starts_with(b"<!--") {
+            i = find(i + 4, b"-->");
+        } else if rest.starts_with(b"<![CDATA[") {
+            i = find(i + 9, b"]]>");
+        } else if rest.starts_with(b"<?") {
+            i = find(i + 2, b"?>");
+        } else if rest.starts_with(b"<!") {
+            i = find(i + 2, b">");
+        } else if rest.starts_with(b"</") {
+            depth = depth.saturating_sub(1);
+            i = find(i + 2, b">");
+        } else {
+            // A start tag: to its `>`, outside quoted attribute values.
+            let mut j = i + 1;
+            let mut quote = None;
+            while j < b.len() {
+                match (quote, b[j]) {
+                    (None, b'"' | b'\'') => quote = Some(b[j]),
+                    (Some(q), c) if c == q => quote = None,
+                    (None, b'>') => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            // An empty-element tag is as deep as a start tag, but closes at once.
+            if depth + 1 > max {
+                return true;
+            }
+            if j >= b.len() || b[j - 1] != b'/' {
+                depth += 1;
+            }
+            i = j + 1;
+        }
+    }
+    false
+}
 
 /// An XML tree reduced to what equality looks at: names with namespace URIs, attributes
 /// as a set, and non-blank text (trimmed). Comments and processing instructions are
@@ -127,8 +215,8 @@ pub struct XmlEquality {
 impl XmlEquality {
     pub fn parse(value: &Value, obj: &Map<String, Value>, path: &str) -> FieldResult<Self> {
         let text = as_str(value, path)?;
-        let pkg = sxd_document::parser::parse(text).map_err(|e| {
-            FieldError::new(path, format!("the expected value is not valid XML: {e:?}"))
+        let pkg = parse_document(text).map_err(|e| {
+            FieldError::new(path, format!("the expected value is not valid XML: {e}"))
         })?;
         let expected = XNode::root_of(&pkg)
             .ok_or_else(|| FieldError::new(path, "the expected XML has no root element"))?;
@@ -153,11 +241,27 @@ impl XmlEquality {
         })
     }
 
+    /// Whether `actual` (parsed by [`parse_document`], so of bounded depth) equals
+    /// the expected document; past [`COMPARE_STEP_BUDGET`] comparisons it does not.
     pub fn matches(&self, actual: &sxd_document::Package) -> bool {
-        XNode::root_of(actual).is_some_and(|a| self.eq(&self.expected, &a))
+        if crate::limits::past_deadline() {
+            return false;
+        }
+        let budget = Budget::new(COMPARE_STEP_BUDGET);
+        let equal = XNode::root_of(actual).is_some_and(|a| self.eq(&self.expected, &a, &budget));
+        if budget.exhausted() {
+            tracing::warn!(
+                "equalToXml stopped after {COMPARE_STEP_BUDGET} node comparisons: counted as no match"
+            );
+            return false;
+        }
+        equal
     }
 
-    fn eq(&self, e: &XNode, a: &XNode) -> bool {
+    fn eq(&self, e: &XNode, a: &XNode, budget: &Budget) -> bool {
+        if !budget.spend(1) {
+            return false;
+        }
         match (e, a) {
             (XNode::Text(et), XNode::Text(at)) => self.text_eq(et, at),
             (
@@ -190,14 +294,14 @@ impl XmlEquality {
                         let hit = ac
                             .iter()
                             .enumerate()
-                            .position(|(i, y)| !used[i] && self.eq(x, y));
+                            .position(|(i, y)| !used[i] && self.eq(x, y, budget));
                         if let Some(i) = hit {
                             used[i] = true;
                         }
                         hit.is_some()
                     })
                 } else {
-                    ec.iter().zip(ac).all(|(x, y)| self.eq(x, y))
+                    ec.iter().zip(ac).all(|(x, y)| self.eq(x, y, budget))
                 }
             }
             _ => false,
@@ -271,6 +375,9 @@ impl XPathSpec {
     /// The values the expression selects, as text; `None` when evaluation fails
     /// (an unbound namespace prefix, say). A boolean `false` selects nothing.
     pub fn evaluate(&self, pkg: &sxd_document::Package) -> Option<Vec<String>> {
+        if crate::limits::past_deadline() {
+            return None;
+        }
         COMPILED.with(|cache| {
             let mut cache = cache.borrow_mut();
             if !cache.contains_key(&self.expression) {
@@ -385,6 +492,20 @@ mod tests {
             "xPathNamespaces": {"soap": "http://schemas.xmlsoap.org/soap/envelope/", "x": "urn:x"}
         });
         assert!(m(v, doc));
+    }
+
+    #[test]
+    fn the_depth_scan_counts_elements_not_markup_that_looks_like_them() {
+        assert!(!nests_deeper_than(
+            "<a><b/><c x='<d>'><!-- <e> --><![CDATA[<f>]]></c></a>",
+            2
+        ));
+        assert!(nests_deeper_than("<a><b><c/></b></a>", 2));
+        assert!(!nests_deeper_than(
+            "<?xml version=\"1.0\"?><!DOCTYPE a><a><b></b><b/></a>",
+            2
+        ));
+        assert!(nests_deeper_than(&"<a>".repeat(300), 256));
     }
 
     #[test]

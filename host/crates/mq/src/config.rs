@@ -155,11 +155,13 @@ impl Default for MqResponse {
 
 impl MqResponse {
     pub fn delay(&self) -> Duration {
-        self.fixed_delay
-            + self
-                .delay_distribution
+        // Capped at MAX_DELAY, as HTTP delays are.
+        decoy_spec::plan::add_delay(
+            self.fixed_delay,
+            self.delay_distribution
                 .as_ref()
-                .map_or(Duration::ZERO, |d| d.sample())
+                .map_or(Duration::ZERO, |d| d.sample()),
+        )
     }
 }
 

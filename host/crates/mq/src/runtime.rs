@@ -139,7 +139,7 @@ fn transform_reply(
         *to = Destination::queue(d);
     }
     if let Some(ms) = r.delay_ms {
-        *delay += Duration::from_millis(u64::from(ms));
+        *delay = decoy_spec::plan::add_delay(*delay, Duration::from_millis(u64::from(ms)));
     }
     Ok(())
 }

@@ -12,6 +12,22 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 use rand_distr::Distribution;
 
+/// The longest delay decoy waits before answering (one hour). Every sampled delay is
+/// capped here, and so is the total of a mapping's fixed delay, its distribution and
+/// the global settings ([`add_delay`]): a distribution's tail (a lognormal with a
+/// large `sigma`) can neither hold a connection for days nor overflow a `Duration`.
+pub const MAX_DELAY: Duration = Duration::from_secs(3600);
+
+/// The largest `sigma` a lognormal delay may have. With `sigma` 10 one sample in six
+/// is already 20,000 times the median or more; beyond it a distribution describes
+/// nothing a test could want, so a mapping asking for more is rejected at load.
+pub const MAX_LOGNORMAL_SIGMA: f64 = 10.0;
+
+/// `a + b`, capped at [`MAX_DELAY`] (never an overflow).
+pub fn add_delay(a: Duration, b: Duration) -> Duration {
+    a.saturating_add(b).min(MAX_DELAY)
+}
+
 /// WireMock's `delayDistribution`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DelayDistribution {
@@ -31,6 +47,45 @@ pub enum DelayDistribution {
 }
 
 impl DelayDistribution {
+    /// Checks the parameters (the mapping loader calls it): every number finite,
+    /// lognormal `median` above 0 and at most [`MAX_DELAY`], `sigma` between 0 and
+    /// [`MAX_LOGNORMAL_SIGMA`], `maxValue` not negative, uniform `lower` at most
+    /// `upper`. The error names the field (`median`, `sigma`, ...) and the reason.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let max_ms = MAX_DELAY.as_millis() as f64;
+        match *self {
+            DelayDistribution::LogNormal { median, sigma, max } => {
+                if !median.is_finite() || median <= 0.0 || median > max_ms {
+                    return Err((
+                        "median",
+                        format!(
+                            "must be above 0 and at most {max_ms} (milliseconds: decoy's delay limit is one hour), found {median}"
+                        ),
+                    ));
+                }
+                if !sigma.is_finite() || !(0.0..=MAX_LOGNORMAL_SIGMA).contains(&sigma) {
+                    return Err((
+                        "sigma",
+                        format!("must be between 0 and {MAX_LOGNORMAL_SIGMA}, found {sigma}"),
+                    ));
+                }
+                if let Some(m) = max
+                    && (m.is_nan() || m < 0.0)
+                {
+                    return Err(("maxValue", format!("must be 0 or more, found {m}")));
+                }
+                Ok(())
+            }
+            DelayDistribution::Uniform { lower, upper } if lower > upper => Err((
+                "lower",
+                format!("must not exceed upper ({lower} > {upper})"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// One delay, never more than [`MAX_DELAY`] (whatever the parameters: a sample
+    /// that is not a finite number of milliseconds counts as the limit).
     pub fn sample(&self) -> Duration {
         let mut rng = rand::rng();
         let ms = match *self {
@@ -47,8 +102,18 @@ impl DelayDistribution {
                 max.map_or(v, |m| v.min(m))
             }
         };
-        Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+        capped_millis(ms)
     }
+}
+
+/// `ms` milliseconds as a `Duration` within `0..=MAX_DELAY`; NaN and infinity (a
+/// lognormal sample that overflowed) count as the limit.
+fn capped_millis(ms: f64) -> Duration {
+    let max_ms = MAX_DELAY.as_secs_f64() * 1000.0;
+    if ms.is_nan() || ms >= max_ms {
+        return MAX_DELAY;
+    }
+    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }
 
 /// WireMock's `chunkedDribbleDelay`: the body in `chunks` pieces spread over `total`.
@@ -168,6 +233,42 @@ mod tests {
         assert!(samples.iter().all(|s| *s <= 120.0 + 1e-9));
         let median = samples[samples.len() / 2];
         assert!((40.0..60.0).contains(&median), "median {median}");
+    }
+
+    #[test]
+    fn absurd_lognormal_parameters_sample_at_most_the_delay_limit() {
+        for (median, sigma) in [
+            (50.0, 1000.0),
+            (1e300, 0.5),
+            (1e300, 1000.0),
+            (f64::MAX, 3.0),
+        ] {
+            let d = DelayDistribution::LogNormal {
+                median,
+                sigma,
+                max: None,
+            };
+            for _ in 0..200 {
+                assert!(d.sample() <= MAX_DELAY, "median {median} sigma {sigma}");
+            }
+        }
+        assert_eq!(capped_millis(f64::NAN), MAX_DELAY);
+        assert_eq!(capped_millis(f64::INFINITY), MAX_DELAY);
+        assert_eq!(capped_millis(-5.0), Duration::ZERO);
+        assert_eq!(add_delay(Duration::MAX, Duration::MAX), MAX_DELAY);
+    }
+
+    #[test]
+    fn validation_names_the_absurd_field() {
+        let lognormal = |median, sigma| DelayDistribution::LogNormal {
+            median,
+            sigma,
+            max: None,
+        };
+        assert_eq!(lognormal(50.0, 1000.0).validate().unwrap_err().0, "sigma");
+        assert_eq!(lognormal(1e300, 0.5).validate().unwrap_err().0, "median");
+        assert_eq!(lognormal(f64::NAN, 0.5).validate().unwrap_err().0, "median");
+        assert!(lognormal(90.0, 0.1).validate().is_ok());
     }
 
     #[test]

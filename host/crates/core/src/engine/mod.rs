@@ -18,9 +18,10 @@ use http::{HeaderName, HeaderValue};
 
 use crate::mapping::Mapping;
 use crate::metrics::MappingStats;
-use decoy_spec::plan::ResponsePlan;
+use decoy_spec::plan::{ResponsePlan, add_delay};
 use decoy_spec::request::RequestSnapshot;
 use index::Index;
+use std::time::Duration;
 
 /// Scenario state every scenario starts in, as in WireMock.
 pub const STARTED: &str = "Started";
@@ -263,9 +264,9 @@ impl Engine {
                     plan = failure_plan(&mapping, &f.plugin, &f.reason, f.loading);
                 }
                 let global = self.settings.load();
-                plan.delay += global.fixed_delay;
+                plan.delay = add_delay(plan.delay, global.fixed_delay);
                 if let Some(d) = &global.delay_distribution {
-                    plan.delay += d.sample();
+                    plan.delay = add_delay(plan.delay, d.sample());
                 }
                 Outcome::Matched { mapping, plan }
             }
@@ -320,9 +321,10 @@ impl Engine {
 /// sampled delay.
 pub fn plan_for(m: &Mapping) -> ResponsePlan {
     let r = &m.response;
-    let mut delay = r.fixed_delay;
+    // Capped at MAX_DELAY, whatever the mapping says.
+    let mut delay = add_delay(r.fixed_delay, Duration::ZERO);
     if let Some(d) = &r.delay_distribution {
-        delay += d.sample();
+        delay = add_delay(delay, d.sample());
     }
     ResponsePlan {
         status: r.status,

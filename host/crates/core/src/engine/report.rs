@@ -5,8 +5,20 @@
 //! pattern...). With a large set only the index's candidates for the path are scored
 //! (they share its URL prefix), so an unmatched request never costs a full scan of
 //! thousands of mappings.
+//!
+//! Scoring is bounded, because a stub's parts can be expensive (a regex that
+//! backtracks, an XPath over a large body): each stub first gets a cheap lower bound
+//! (method, URL equality, and whether the index rules its URL out), stubs are scored
+//! in full best bound first, and scoring stops as soon as no remaining bound can
+//! beat the best score, which gives exactly the stub a full scan would. On top of
+//! that, at most [`SCORING_CANDIDATES`] stubs are scored, within
+//! [`SCORING_DEADLINE`]; past the deadline the expensive matchers are skipped.
+
+use std::time::{Duration, Instant};
 
 use super::MappingSet;
+use crate::mapping::Mapping;
+use decoy_matching::limits::with_deadline;
 use decoy_matching::request_pattern::DiffLine;
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::plan::text_plan;
@@ -15,6 +27,29 @@ use decoy_spec::request::RequestSnapshot;
 const WIDTH: usize = 119;
 const LEFT: usize = 58;
 const FULL_SCAN_LIMIT: usize = 2000;
+
+/// How long scoring the stubs for one report may take: past it, no further stub is
+/// scored, and the expensive matchers (backtracking regexes, XML, XPath, JSONPath,
+/// JSON Schema, JSON equality) of the stub being scored answer "no match" without
+/// running. Ordinary reports take microseconds and never reach it.
+pub const SCORING_DEADLINE: Duration = Duration::from_millis(20);
+
+/// How many stubs one report scores in full, the most promising first (by the bound
+/// of their cheap parts). Ordinary reports stop long before: a stub whose bound is
+/// worse than the best full score so far cannot be the closest.
+pub const SCORING_CANDIDATES: usize = 256;
+
+/// Two scores closer than this are treated as possibly equal when pruning by bound,
+/// so floating-point rounding never prunes a stub that would win a tie by rank.
+const EPSILON: f64 = 1e-9;
+
+/// The closest stub so far: its score, rank, and report lines.
+struct Best<'a> {
+    score: f64,
+    rank: u32,
+    mapping: &'a Mapping,
+    lines: Vec<DiffLine>,
+}
 
 pub fn not_matched_plan(
     set: &MappingSet,
@@ -28,43 +63,98 @@ pub fn not_matched_plan(
                 .into(),
         );
     }
+    // The index's candidates for the path: a stub outside them cannot match the URL.
     let mut candidates = Vec::new();
+    set.index.candidates(req.path(), &mut candidates);
     let pool: Vec<u32> = if set.len() <= FULL_SCAN_LIMIT {
         (0..set.len() as u32).collect()
+    } else if candidates.is_empty() {
+        (0..FULL_SCAN_LIMIT as u32).collect()
     } else {
-        set.index.candidates(req.path(), &mut candidates);
-        if candidates.is_empty() {
-            (0..FULL_SCAN_LIMIT as u32).collect()
-        } else {
-            candidates
-        }
+        candidates.clone()
     };
-    let closest = pool
+    let mut url_possible = vec![false; set.len()];
+    for &rank in &candidates {
+        url_possible[rank as usize] = true;
+    }
+
+    // Cheap bounds first (no regex, no body parse), then full scores in that order,
+    // stopping when no remaining stub can beat the best: the result is the one an
+    // exhaustive scan finds (the lowest score, ties to the lower rank).
+    let scenario_line = |m: &Mapping| {
+        let s = m.scenario.as_ref()?;
+        let required = s.required_state.as_ref()?;
+        let current = scenario_state(&s.name);
+        Some(DiffLine {
+            expected: format!("[Scenario '{}' state: {required}]", s.name),
+            actual: format!("[Scenario '{}' state: {current}]", s.name),
+            note: "Scenario state does not match",
+            distance: if *required == current { 0.0 } else { 1.0 },
+            weight: 1.0,
+        })
+    };
+    let mut bounds: Vec<(f64, u32)> = pool
         .iter()
         .map(|&rank| {
             let m = &set.ranked[rank as usize];
-            let mut lines = m.request.diagnose(req);
-            if let Some(s) = &m.scenario
-                && let Some(required) = &s.required_state
-            {
-                let current = scenario_state(&s.name);
-                lines.push(DiffLine {
-                    expected: format!("[Scenario '{}' state: {required}]", s.name),
-                    actual: format!("[Scenario '{}' state: {current}]", s.name),
-                    note: "Scenario state does not match",
-                    distance: if *required == current { 0.0 } else { 1.0 },
-                    weight: 1.0,
-                });
+            let (mut sum, mut weight) = m.request.distance_bound(req, !url_possible[rank as usize]);
+            if let Some(l) = scenario_line(m) {
+                sum += l.distance * l.weight;
+                weight += l.weight;
             }
+            (sum / weight.max(1.0), rank)
+        })
+        .collect();
+    bounds.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+
+    let started = Instant::now();
+    let deadline = started + SCORING_DEADLINE;
+    let ((best, scored), skipped) = with_deadline(deadline, || {
+        let mut best: Option<Best<'_>> = None;
+        let mut scored = 0usize;
+        for &(bound, rank) in &bounds {
+            if let Some(b) = &best {
+                if bound > b.score + EPSILON {
+                    break;
+                }
+                if scored >= SCORING_CANDIDATES || Instant::now() >= deadline {
+                    break;
+                }
+            }
+            let m = &set.ranked[rank as usize];
+            let mut lines = m.request.diagnose(req);
+            lines.extend(scenario_line(m));
             let weights: f64 = lines.iter().map(|l| l.weight).sum();
             let score = lines.iter().map(|l| l.distance * l.weight).sum::<f64>() / weights.max(1.0);
-            (score, m, lines)
-        })
-        .min_by(|a, b| a.0.total_cmp(&b.0));
-    let Some((_, mapping, lines)) = closest else {
+            scored += 1;
+            let better = match &best {
+                None => true,
+                Some(b) => score < b.score || (score == b.score && rank < b.rank),
+            };
+            if better {
+                best = Some(Best {
+                    score,
+                    rank,
+                    mapping: m,
+                    lines,
+                });
+            }
+        }
+        (best, scored)
+    });
+    if skipped > 0 || (scored < bounds.len() && Instant::now() >= deadline) {
+        tracing::debug!(
+            "not-matched report for {} {}: scored {scored} of {} stubs in {:?} (deadline {SCORING_DEADLINE:?}, {skipped} expensive matcher runs skipped); the closest stub shown is the closest of those",
+            req.method,
+            req.url,
+            bounds.len(),
+            started.elapsed()
+        );
+    }
+    let Some(best) = best else {
         return text_plan(404, "Request was not matched\n".into());
     };
-    text_plan(404, render(mapping.name.as_deref(), &lines))
+    text_plan(404, render(best.mapping.name.as_deref(), &best.lines))
 }
 
 /// Half the width, less the frame: the widest a cell's text may be before it wraps.
@@ -226,6 +316,89 @@ fn word_wrap(s: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The closest stub as an exhaustive scan finds it (the scoring before it was
+    /// bounded): the lowest score, ties to the lower rank.
+    fn exhaustive(set: &MappingSet, req: &RequestSnapshot) -> String {
+        let (_, m, lines) = set
+            .ranked
+            .iter()
+            .map(|m| {
+                let lines = m.request.diagnose(req);
+                let weights: f64 = lines.iter().map(|l| l.weight).sum();
+                let score =
+                    lines.iter().map(|l| l.distance * l.weight).sum::<f64>() / weights.max(1.0);
+                (score, m, lines)
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .unwrap();
+        render(m.name.as_deref(), &lines)
+    }
+
+    #[test]
+    fn bounded_scoring_names_the_stub_an_exhaustive_scan_names() {
+        use crate::mapping::{Mapping, ParseContext};
+        use serde_json::json;
+        let ctx = ParseContext {
+            files_dir: "/nonexistent".into(),
+            plugins: None,
+            global_templating: false,
+        };
+        let mut stubs = Vec::new();
+        for i in 0..60 {
+            let method = ["GET", "POST", "PUT"][i % 3];
+            let request = match i % 6 {
+                0 => json!({"method": method, "urlPath": format!("/api/v{}/items/{i}", i % 4)}),
+                1 => json!({"method": method, "url": format!("/api/items?id={i}")}),
+                2 => {
+                    json!({"method": method, "urlPathPattern": format!("/api/v{}/[a-z]+/{i}", i % 4)})
+                }
+                3 => json!({"method": method, "urlPathTemplate": format!("/api/t{i}/{{id}}"),
+                    "headers": {"X-Id": {"equalTo": format!("h{i}")}}}),
+                4 => json!({"method": method, "urlPath": format!("/api/v1/items/{i}"),
+                    "bodyPatterns": [{"matchesJsonPath": "$.a"}, {"contains": format!("c{i}")}]}),
+                _ => {
+                    json!({"urlPath": "/api/v1/items", "queryParameters": {"q": {"matches": format!("[0-9]{{{}}}", i % 5 + 1)}}})
+                }
+            };
+            stubs.push(json!({"name": format!("stub {i}"), "request": request}));
+        }
+        // Two identical stubs: the tie must go to the same one.
+        stubs.push(json!({"name": "twin a", "request": {"urlPath": "/twin"}}));
+        stubs.push(json!({"name": "twin b", "request": {"urlPath": "/twin"}}));
+        let set = MappingSet::new(
+            stubs
+                .iter()
+                .map(|v| {
+                    std::sync::Arc::new(Mapping::parse(v, &ctx, None, &mut Vec::new()).unwrap())
+                })
+                .collect(),
+        );
+        let requests = [
+            ("GET", "/api/v1/items/7"),
+            ("POST", "/api/v1/items/4"),
+            ("DELETE", "/api/v2/abc/14"),
+            ("GET", "/api/items?id=13"),
+            ("PUT", "/api/t9/5"),
+            ("GET", "/api/v1/items?q=12345678"),
+            ("GET", "/twin/x"),
+            ("GET", "/"),
+            (
+                "PATCH",
+                "/entirely/elsewhere/and/much/longer/than/any/stub/path",
+            ),
+        ];
+        for (method, url) in requests {
+            let mut req = RequestSnapshot::new(method, url);
+            req.body = bytes::Bytes::from_static(br#"{"a": 1, "c": "c4"}"#);
+            let plan = not_matched_plan(&set, &req, |_| "Started".to_owned());
+            assert_eq!(
+                String::from_utf8_lossy(&plan.body),
+                exhaustive(&set, &req),
+                "{method} {url}"
+            );
+        }
+    }
 
     #[test]
     fn text_wraps_as_wiremock_wraps_it() {

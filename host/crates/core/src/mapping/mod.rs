@@ -686,34 +686,33 @@ pub fn parse_distribution(v: &Value, path: &str) -> FieldResult<DelayDistributio
             .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
             .and_then(|v| as_u64(v, &join(path, k)))
     };
-    match ty {
+    let dist = match ty {
         "lognormal" => {
             let median = num("median")?;
             let sigma = num("sigma")?;
-            if median <= 0.0 || sigma < 0.0 {
-                return Err(FieldError::new(path, "median must be > 0 and sigma >= 0"));
-            }
             let max = match o.get("maxValue") {
                 Some(m) => Some(as_f64(m, &join(path, "maxValue"))?),
                 None => None,
             };
-            Ok(DelayDistribution::LogNormal { median, sigma, max })
+            DelayDistribution::LogNormal { median, sigma, max }
         }
-        "uniform" => {
-            let (lower, upper) = (int("lower")?, int("upper")?);
-            if lower > upper {
-                return Err(FieldError::new(path, "lower must not exceed upper"));
-            }
-            Ok(DelayDistribution::Uniform { lower, upper })
-        }
-        "fixed" => Ok(DelayDistribution::Fixed {
+        "uniform" => DelayDistribution::Uniform {
+            lower: int("lower")?,
+            upper: int("upper")?,
+        },
+        "fixed" => DelayDistribution::Fixed {
             milliseconds: int("milliseconds")?,
-        }),
-        other => Err(FieldError::new(
-            join(path, "type"),
-            format!("unknown distribution {other:?}; expected lognormal, uniform or fixed"),
-        )),
-    }
+        },
+        other => {
+            return Err(FieldError::new(
+                join(path, "type"),
+                format!("unknown distribution {other:?}; expected lognormal, uniform or fixed"),
+            ));
+        }
+    };
+    dist.validate()
+        .map_err(|(field, reason)| FieldError::new(join(path, field), reason))?;
+    Ok(dist)
 }
 
 /// A file holds one stub, or `{"mappings": [...]}`.
@@ -819,6 +818,24 @@ mod tests {
     fn delay_distributions_are_validated() {
         let e = parse_distribution(&json!({"type": "lognormal", "median": 80}), "d").unwrap_err();
         assert!(e.reason.contains("sigma"));
+        let e = parse_distribution(&json!({"type": "gamma"}), "d").unwrap_err();
+        assert_eq!(e.path, "d.type");
+        let e = parse_distribution(
+            &json!({"type": "lognormal", "median": 80, "sigma": 1000}),
+            "d",
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "d.sigma");
+        let e = parse_distribution(
+            &json!({"type": "lognormal", "median": 1e300, "sigma": 0.1}),
+            "d",
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "d.median");
+        assert!(e.reason.contains("delay limit"), "{}", e.reason);
+        let e = parse_distribution(&json!({"type": "uniform", "lower": 9, "upper": 5}), "d")
+            .unwrap_err();
+        assert_eq!(e.path, "d.lower");
         let e = parse_distribution(&json!({"type": "gamma"}), "d").unwrap_err();
         assert_eq!(e.path, "d.type");
         assert_eq!(
