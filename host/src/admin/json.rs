@@ -177,7 +177,7 @@ pub fn serve_event(e: &ServeEvent) -> Value {
                 "data": {
                     "status": e.status,
                     "contentType": "text/plain",
-                    "report": String::from_utf8_lossy(&e.response_body),
+                    "report": String::from_utf8_lossy(e.response_body()),
                 },
             }],
             "stubMapping": {
@@ -188,7 +188,7 @@ pub fn serve_event(e: &ServeEvent) -> Value {
             },
         });
     };
-    let headers = header_object(e.response_headers.iter().map(|(k, v)| {
+    let headers = header_object(e.response_headers().iter().map(|(k, v)| {
         (
             k.as_str(),
             String::from_utf8_lossy(v.as_bytes()).into_owned(),
@@ -197,8 +197,8 @@ pub fn serve_event(e: &ServeEvent) -> Value {
     let mut response = json!({
         "status": e.status,
         "headers": headers,
-        "bodyAsBase64": base64::engine::general_purpose::STANDARD.encode(&e.response_body),
-        "body": String::from_utf8_lossy(&e.response_body),
+        "bodyAsBase64": base64::engine::general_purpose::STANDARD.encode(e.response_body()),
+        "body": String::from_utf8_lossy(e.response_body()),
     });
     if let Some(size) = e.response_body_size {
         response["bodyTruncated"] = Value::Bool(true);
@@ -209,7 +209,7 @@ pub fn serve_event(e: &ServeEvent) -> Value {
         "request": request,
         "responseDefinition": {
             "status": e.status,
-            "body": String::from_utf8_lossy(&e.response_body),
+            "body": String::from_utf8_lossy(e.response_body()),
         },
         "response": response,
         "wasMatched": true,

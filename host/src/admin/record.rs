@@ -459,7 +459,7 @@ fn response_def(
 ) -> (Value, Option<BodyFile>) {
     let mut out = Map::new();
     out.insert("status".into(), json!(e.status));
-    let body = &e.response_body;
+    let body = e.response_body();
     let mut file = None;
     if !body.is_empty() {
         let ct = header(e, "content-type")
@@ -489,7 +489,7 @@ fn response_def(
         }
     }
     let mut headers = Map::new();
-    for (name, value) in e.response_headers.iter() {
+    for (name, value) in e.response_headers().iter() {
         if NOT_RECORDED.contains(&name.as_str()) {
             continue;
         }
@@ -522,7 +522,7 @@ const NOT_RECORDED: &[&str] = &[
 ];
 
 fn header(e: &ServeEvent, name: &str) -> Option<String> {
-    e.response_headers
+    e.response_headers()
         .iter()
         .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
         .map(|(_, v)| String::from_utf8_lossy(v.as_bytes()).into_owned())

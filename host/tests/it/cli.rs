@@ -451,7 +451,9 @@ fn sample_value(name: &str) -> &'static str {
         "keystore-type" | "truststore-type" => "pkcs12",
         "filename-template" => "{{{method}}}-{{{url}}}",
         "extensions" => "com.example.Transformer",
-        "allow-proxy-targets" | "deny-proxy-targets" => "10.1.2.3,192.168.0.1-192.168.0.9,*.example.com",
+        "allow-proxy-targets" | "deny-proxy-targets" => {
+            "10.1.2.3,192.168.0.1-192.168.0.9,*.example.com"
+        }
         _ => "10",
     }
 }

@@ -14,8 +14,8 @@ mod amqp;
 mod cli;
 mod fixtures;
 mod fuzz_requests;
-mod hardening_server;
 mod hardening_matching;
+mod hardening_server;
 #[cfg(feature = "ibmmq")]
 mod ibmmq_live;
 mod lifecycle;
