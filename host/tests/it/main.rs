@@ -22,3 +22,4 @@ mod plugin_examples;
 mod plugins;
 mod responses;
 mod robustness;
+mod scale_out;

@@ -10,6 +10,8 @@
 //!   one swap per change.
 //! - [`journal`]: the bounded record of served requests; [`metrics`]: counters and
 //!   latency histograms.
+//! - [`shared`]: the seams for state shared between instances (`--state`): scenario
+//!   states, admin-API stubs, the journal's fan-in.
 //! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
 //!   (custom matchers, the transformer chain and its failure rule).
 //!
@@ -21,4 +23,5 @@ pub mod journal;
 pub mod mapping;
 pub mod metrics;
 pub mod plugins;
+pub mod shared;
 pub mod store;
