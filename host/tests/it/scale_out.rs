@@ -663,3 +663,55 @@ async fn a_plugin_counting_in_kv_counts_the_calls_of_every_instance() {
     let expected: Vec<String> = (1..=9).map(|n| n.to_string()).collect();
     assert_eq!(shared, expected);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server and haproxy (Debian packages); tests/run.sh runs it"]
+async fn a_hung_redis_makes_scenario_requests_answer_503_after_the_timeout_and_static_ones_answer()
+{
+    let cluster = Cluster::start(&[
+        ("mappings/static.json", &stub("/static", "static")),
+        ("mappings/cycle.json", &cycle(2)),
+    ]);
+    let c = client();
+    let one = cluster.instance(1);
+    assert_eq!(
+        ok(&c, one, "GET", "/cycle", "").await,
+        (200, "Started".into())
+    );
+    let pid = cluster
+        .redis
+        .as_ref()
+        .map(|p| p.0.id())
+        .unwrap()
+        .to_string();
+    let signal = |sig: &str| {
+        let status = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(status.success(), "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    // Redis holds the connection open and never answers: the call gives up after
+    // --state-timeout (500 ms here) and the request gets a 503, not a hang.
+    let (status, body) = ok(&c, one, "GET", "/cycle", "").await;
+    let (static_status, _) = ok(&c, one, "GET", "/static", "").await;
+    signal("-CONT");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("did not answer within"), "{body}");
+    assert_eq!(static_status, 200);
+    // Once Redis answers again, so do scenario requests. The request that got the
+    // 503 had sent its script, which Redis runs when it resumes: that transition
+    // happened (docs/scale-out.md says so), so the state is `Started` again unless
+    // the script never left this process.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = ok(&c, one, "GET", "/cycle", "").await;
+        if status == 200 {
+            assert!(body == "Started" || body == "s1", "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "scenario requests did not recover: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -220,8 +220,8 @@ impl SharedState {
     {
         match tokio::time::timeout(self.timeout, f(self.conn.clone())).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(Unavailable(format!("Redis: {e}"))),
-            Err(_) => Err(Unavailable(format!(
+            Ok(Err(e)) if !e.is_timeout() => Err(Unavailable(format!("Redis: {e}"))),
+            _ => Err(Unavailable(format!(
                 "Redis did not answer within {:?}",
                 self.timeout
             ))),

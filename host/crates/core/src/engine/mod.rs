@@ -601,6 +601,132 @@ mod tests {
         assert_eq!(e.scenario_state("s"), STARTED);
     }
 
+    /// One `choose` call as the fake saw it: (scenario, required, new state) per step.
+    type Asked = Vec<(String, Option<String>, Option<String>)>;
+
+    /// Scenario states behind the shared seam, in memory: records what it is asked.
+    #[derive(Debug, Default)]
+    struct FakeShared {
+        states: Mutex<HashMap<String, String>>,
+        asked: Mutex<Vec<Asked>>,
+        down: std::sync::atomic::AtomicBool,
+    }
+
+    impl SharedScenarios for FakeShared {
+        fn choose<'a>(
+            &'a self,
+            steps: &'a [Step<'a>],
+        ) -> shared::BoxFuture<'a, Result<Option<usize>, shared::Unavailable>> {
+            let record = steps
+                .iter()
+                .map(|s| {
+                    (
+                        s.scenario.to_owned(),
+                        s.required.map(str::to_owned),
+                        s.new_state.map(str::to_owned),
+                    )
+                })
+                .collect();
+            lock_any(&self.asked).push(record);
+            let result = if self.down.load(Ordering::Relaxed) {
+                Err(shared::Unavailable("down".into()))
+            } else {
+                let mut states = lock_any(&self.states);
+                Ok(steps.iter().position(|s| {
+                    let current = states
+                        .get(s.scenario)
+                        .map(String::as_str)
+                        .unwrap_or(STARTED);
+                    let ok = s.required.is_none_or(|r| r == current);
+                    if ok && let Some(n) = s.new_state {
+                        states.insert(s.scenario.to_owned(), n.to_owned());
+                    }
+                    ok
+                }))
+            };
+            Box::pin(std::future::ready(result))
+        }
+        fn states(
+            &self,
+        ) -> shared::BoxFuture<'_, Result<HashMap<String, String>, shared::Unavailable>> {
+            Box::pin(std::future::ready(Ok(lock_any(&self.states).clone())))
+        }
+        fn states_blocking(&self) -> Result<HashMap<String, String>, shared::Unavailable> {
+            Ok(lock_any(&self.states).clone())
+        }
+        fn set_state(&self, name: &str, state: &str) -> Result<(), shared::Unavailable> {
+            lock_any(&self.states).insert(name.into(), state.into());
+            Ok(())
+        }
+        fn reset(&self) -> Result<(), shared::Unavailable> {
+            lock_any(&self.states).clear();
+            Ok(())
+        }
+    }
+
+    fn lock_any<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs a future that never waits (the fake's are ready at once).
+    fn now<F: std::future::Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("the fake shared state never waits"),
+        }
+    }
+
+    #[test]
+    fn with_shared_states_scenario_candidates_go_to_the_store_in_one_step_and_static_stubs_never_do()
+     {
+        let fake = Arc::new(FakeShared::default());
+        let e = Engine::with_shared_scenarios(fake.clone());
+        let ctx = ParseContext {
+            files_dir: "/nonexistent".into(),
+            plugins: None,
+            global_templating: false,
+        };
+        let stubs = [
+            json!({"request": {"urlPath": "/static"}, "response": {"body": "static"}}),
+            json!({"scenarioName": "s", "requiredScenarioState": "Started", "newScenarioState": "two", "request": {"urlPath": "/s"}, "response": {"body": "one"}}),
+            json!({"scenarioName": "s", "requiredScenarioState": "two", "request": {"urlPath": "/s"}, "response": {"body": "two"}}),
+        ];
+        e.replace(
+            stubs
+                .iter()
+                .map(|v| Mapping::parse(v, &ctx, None, &mut Vec::new()).unwrap())
+                .collect(),
+        );
+        let answer = |url: &str| {
+            let plan = now(e.respond_async(&RequestSnapshot::new("GET", url))).into_plan();
+            (
+                plan.status,
+                String::from_utf8_lossy(&plan.body).into_owned(),
+            )
+        };
+        assert_eq!(answer("/static"), (200, "static".into()));
+        assert!(lock_any(&fake.asked).is_empty());
+        assert_eq!(answer("/s"), (200, "one".into()));
+        assert_eq!(answer("/s"), (200, "two".into()));
+        // Both candidates, newest first, in one call each time.
+        let asked = lock_any(&fake.asked).clone();
+        assert_eq!(asked.len(), 2);
+        assert_eq!(
+            asked[0],
+            [
+                ("s".into(), Some("two".into()), None),
+                ("s".into(), Some("Started".into()), Some("two".into())),
+            ]
+        );
+        fake.down.store(true, Ordering::Relaxed);
+        let (status, body) = answer("/s");
+        assert_eq!(status, 503);
+        assert!(body.contains("shared state unavailable"), "{body}");
+        assert_eq!(answer("/static"), (200, "static".into()));
+    }
+
     #[test]
     fn unmatched_requests_get_a_404_report() {
         let e = engine(vec![
