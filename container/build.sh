@@ -33,6 +33,14 @@ if [ -z "$binary" ]; then
   # with that reason).
   CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-musl-gcc} \
     cargo build --release --locked --target "$target" -p decoy --no-default-features
+  # Without its symbol table (about 10 MB): a panic's backtrace then shows addresses,
+  # not function names; the binary outside the image keeps them.
+  stage=target/container-stage
+  rm -rf "$stage"
+  mkdir -p "$stage"
+  cp "target/$target/release/decoy" "$stage/decoy"
+  strip "$stage/decoy"
+  build_args=(--build-arg "DECOY_BINARY=$stage/decoy")
 else
   stage=target/container-stage
   rm -rf "$stage"
