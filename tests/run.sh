@@ -21,6 +21,18 @@ if ! (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
 fi
 echo "RabbitMQ is up"
 
+log "Redis, HAProxy and a container engine for the scale-out and image tests (Debian packages)"
+need_apt=""
+for pkg in redis-server haproxy podman runc; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt="$need_apt $pkg"
+done
+if [ -n "$need_apt" ]; then
+  echo "installing Debian packages:$need_apt"
+  # shellcheck disable=SC2086
+  (apt-get install -y $need_apt >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y $need_apt >/dev/null; }) ||
+    echo "could not install$need_apt: the tests that need them are skipped below"
+fi
+
 log "plugin toolchains: wasm32-wasip2, C (clang + wasi-libc), wit-bindgen, wasm-tools, componentize-py, componentize-js"
 rustup target add wasm32-wasip2
 need_apt=""
@@ -80,4 +92,17 @@ if command -v java >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
 else
   echo "skipped: needs java and npm (the Rust tests above still check every fixture against decoy)"
 fi
+log "several instances sharing state in Redis, behind HAProxy (ignored by a plain cargo test: they need redis-server and haproxy)"
+if command -v redis-server >/dev/null 2>&1 && command -v haproxy >/dev/null 2>&1; then
+  cargo test -p decoy --test it -- --ignored scale_out::
+else
+  echo "skipped: needs redis-server and haproxy (Debian packages), which could not be installed"
+fi
+
+log "the container image: built, started with the example mappings, checked, stopped"
+# The debug build from above with its glibc libraries, so CI does not build every
+# dependency a second time for the musl target; container/build.sh alone builds the
+# static release image users get.
+DECOY_CONTAINER_BINARY=target/debug/decoy tests/container/run.sh
+
 log "all tests passed"

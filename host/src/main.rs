@@ -20,6 +20,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the mappings of a root directory over HTTP (and HTTPS).
+    // A flag given twice keeps its last value, so the command line's arguments win
+    // over DECOY_OPTIONS / WIREMOCK_OPTIONS, which come before them.
+    #[command(args_override_self = true)]
     Serve(commands::serve::ServeArgs),
     /// Load a root directory like `serve`, print every problem, and exit non-zero if
     /// any mapping was rejected (for CI).
@@ -29,15 +32,22 @@ enum Command {
     Record(commands::record::RecordArgs),
     /// Work with WASM plugins (`decoy plugin check FILE.wasm`).
     Plugin(commands::plugin::PluginArgs),
+    /// Ask a running decoy for `GET /__admin/health`: exit 0 when healthy, 1 when not
+    /// (the container image's health check).
+    Health(commands::health::HealthArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `decoy serve` also takes options from DECOY_OPTIONS and WIREMOCK_OPTIONS, as
+    // the wiremock/wiremock image does; the command line's own arguments win.
+    let argv = commands::env_options::with_env_options(std::env::args_os().collect());
+    let cli = Cli::parse_from(argv);
     let result = match cli.command {
         Command::Serve(args) => commands::serve::run(args),
         Command::Validate(args) => commands::validate::run(args),
         Command::Record(args) => commands::record::run(args),
         Command::Plugin(args) => commands::plugin::run(args),
+        Command::Health(args) => commands::health::run(args),
     };
     match result {
         Ok(code) => code,

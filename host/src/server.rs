@@ -51,6 +51,8 @@ pub struct ServeOptions {
     pub plugin_cache_dir: Option<PathBuf>,
     /// `--global-response-templating`: every stub goes through `response-template`.
     pub global_templating: bool,
+    /// `--state`: share scenarios, API stubs, the journal and plugin `kv` in Redis.
+    pub state: Option<decoy_state::Options>,
     /// Keystore, truststore and client certificates for the HTTPS port (the PEM
     /// `https_cert`/`https_key` above take the place of its `cert`/`key`).
     pub tls: crate::http::tls::TlsSettings,
@@ -112,6 +114,7 @@ impl Default for ServeOptions {
             plugins_dir: None,
             plugin_cache_dir: decoy_plugin_host::Plugins::default_cache_dir(),
             global_templating: false,
+            state: None,
             tls: Default::default(),
             disable_http: false,
             proxy_all: None,
@@ -265,8 +268,20 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     if let Some(w) = open_admin_warning(&opts) {
         tracing::warn!("{w}");
     }
+    // Shared state first: plugins loaded with the mappings use its `kv`.
+    let shared = match &opts.state {
+        Some(o) => Some(
+            decoy_state::SharedState::connect(o)
+                .await
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
     let root = opts.root_dir.clone();
     let ctx = opts.parse_context();
+    if let (Some(s), Some(p)) = (&shared, &ctx.plugins) {
+        p.set_shared_kv(s.clone());
+    }
     let load_ctx = ctx.clone();
     let report = tokio::task::spawn_blocking(move || load_root_with(&root, &load_ctx))
         .await
@@ -301,7 +316,10 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     if let Some(p) = &plugins {
         p.set_load_wait(Some(PLUGIN_LOAD_WAIT));
     }
-    let engine = Arc::new(Engine::new(Vec::new()));
+    let engine = Arc::new(match &shared {
+        Some(s) => Engine::with_shared_scenarios(s.clone()),
+        None => Engine::new(Vec::new()),
+    });
     let store = Arc::new(Store::with_context(&opts.root_dir, engine.clone(), ctx));
     store.install_initial(report);
     if let Some(stub) = proxy_all {
@@ -354,6 +372,13 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         max_bytes: opts.journal_max_bytes,
         max_body: opts.journal_max_body,
     }));
+    if let Some(s) = &shared {
+        // From here on API changes and journal queries go through the shared state;
+        // `attach` returns once the shared stub list is live here.
+        store.set_replica(s.clone());
+        journal.set_peers(s.clone());
+        s.attach(store.clone(), journal.clone()).await;
+    }
     let proxy = ProxyClient::new(opts.proxy_timeout)
         .preserving_host(opts.preserve_host_header)
         .via(opts.proxy_via.clone())

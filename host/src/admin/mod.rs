@@ -200,6 +200,9 @@ impl Admin {
         }
         let path = req.path.trim_end_matches('/');
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        // With state shared between instances (--state), a handler whose shared
+        // read or write failed changed nothing it could not share: it answers 503.
+        decoy_core::shared::take_failure();
         let reply = match segments.split_first() {
             Some((&"mappings", rest)) => self.mappings_route(req, rest),
             Some((&"requests", rest)) => self.requests_route(req, rest),
@@ -209,6 +212,9 @@ impl Admin {
             Some((&"recordings", rest)) => self.recordings_route(req, rest),
             _ => self.system_route(req, &segments),
         };
+        if let Some(e) = decoy_core::shared::take_failure() {
+            return AdminReply::json(503, json::error("Shared state unavailable", &e.to_string()));
+        }
         reply.unwrap_or_else(|| {
             AdminReply::not_found(&format!(
                 "no admin endpoint {} /__admin{}",
@@ -289,6 +295,7 @@ impl Admin {
         if let Some(p) = &self.store.context().plugins {
             decoy_core::metrics::render_plugins(&mut text, &p.loaded());
         }
+        decoy_core::metrics::render_shared(&mut text);
         AdminReply::text(200, "text/plain; version=0.0.4", text)
     }
 

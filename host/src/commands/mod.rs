@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+pub mod env_options;
+pub mod health;
 pub mod plugin;
 pub mod record;
 pub mod serve;

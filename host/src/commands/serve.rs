@@ -92,6 +92,19 @@ pub struct ServeArgs {
     /// transformer), as WireMock's flag does.
     #[arg(long)]
     global_response_templating: bool,
+    /// Share scenario states, admin-API stubs, the request journal and plugin `kv`
+    /// with every instance pointed at the same Redis 7 or Valkey (for several
+    /// instances behind a load balancer; docs/scale-out.md).
+    #[arg(long, value_name = "redis://HOST:PORT/DB", env = "DECOY_STATE")]
+    state: Option<String>,
+    /// With --state: how long one call to Redis may take before it fails (a 503 for
+    /// the request or admin call that needed it), in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = decoy_state::DEFAULT_TIMEOUT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    state_timeout: u64,
+    /// With --state: start even when Redis cannot be reached, and keep trying
+    /// (default: refuse to start, with the reason).
+    #[arg(long, requires = "state")]
+    state_retry: bool,
     /// WireMock's flag for per-stub templating, which decoy always does.
     #[arg(long, hide = true)]
     local_response_templating: bool,
@@ -535,6 +548,11 @@ impl ServeArgs {
                     .or_else(decoy_plugin_host::Plugins::default_cache_dir)
             },
             global_templating: self.global_response_templating,
+            state: self.state.map(|url| decoy_state::Options {
+                url,
+                timeout: std::time::Duration::from_millis(self.state_timeout),
+                retry: self.state_retry,
+            }),
             tls: tls::TlsSettings {
                 cert: None,
                 key: None,
@@ -575,11 +593,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let workers = args.worker_threads();
     let opts = args.options();
     runtime(workers)?.block_on(async move {
+        // Listen for SIGTERM before loading: as a container's PID 1, a signal without
+        // a handler is ignored, so one sent while mappings load must still count.
+        let signal = Signals::listen();
         let running = start(opts).await?;
         announce(&running);
         let stop = running.stopper();
         tokio::spawn(async move {
-            wait_for_signal().await;
+            signal.wait().await;
             eprintln!("decoy: shutting down");
             let _ = stop.send(true);
         });
@@ -627,25 +648,39 @@ pub fn announce(running: &decoy::server::Running) {
     let _ = std::io::stdout().flush();
 }
 
-pub async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Ctrl-C and SIGTERM, listened for from the moment this is made.
+#[derive(Debug)]
+pub struct Signals {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(t) => t,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Starts listening (inside a tokio runtime).
+    pub fn listen() -> Signals {
+        Signals {
+            #[cfg(unix)]
+            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
         }
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+
+    /// Resolves on the first Ctrl-C or SIGTERM.
+    pub async fn wait(self) {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        if let Some(mut term) = self.term {
+            tokio::select! {
+                _ = ctrl_c => {},
+                _ = term.recv() => {},
+            }
+            return;
+        }
+        let _ = ctrl_c.await;
+    }
+}
+
+pub async fn wait_for_signal() {
+    Signals::listen().wait().await
 }
 
 /// Logging choices from the command line.

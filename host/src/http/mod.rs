@@ -376,7 +376,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     snap.authority = parts.uri.authority().map(|a| a.as_str().to_owned());
     let snap = snap.with_headers(parts.headers).with_body(body);
 
-    let outcome = services.engine.respond(&snap);
+    let outcome = services.engine.respond_async(&snap).await;
     if services.cfg.verbose {
         match &outcome {
             Outcome::Matched { mapping, plan } => {

@@ -25,4 +25,5 @@ mod plugin_examples;
 mod plugins;
 mod responses;
 mod robustness;
+mod scale_out;
 mod webhooks;

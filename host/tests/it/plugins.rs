@@ -37,7 +37,7 @@ fn build_plugin(crate_dir: &str, artifact: &str) -> PathBuf {
     out
 }
 
-fn hostile() -> PathBuf {
+pub(crate) fn hostile() -> PathBuf {
     build_plugin("tests/plugins/hostile", "decoy_test_hostile")
 }
 
@@ -45,7 +45,7 @@ fn json_matcher() -> PathBuf {
     build_plugin("plugins/examples/rust-matcher", "json_field_matcher")
 }
 
-fn install(root: &Path, name: &str, wasm: &Path) {
+pub(crate) fn install(root: &Path, name: &str, wasm: &Path) {
     std::fs::create_dir_all(root.join("plugins")).unwrap();
     std::fs::copy(wasm, root.join(format!("plugins/{name}.wasm"))).unwrap();
 }

@@ -17,15 +17,21 @@
 //! [`RequestSnapshot::into_compact`]) into an `Arc`; the work added to a request is
 //! an atomic increment for its id, that copy, and an uncontended lock on one slot of
 //! a ring.
+//!
+//! With state shared between instances (`--state`), recording stays exactly this:
+//! local. The admin API's queries fan in instead ([`JournalPeers`]): listing, finding
+//! and counting add the other instances' entries, and clearing or removing reaches
+//! them too.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
 use crate::mapping::Mapping;
+use crate::shared::{self, JournalPeers};
 use decoy_spec::request::RequestSnapshot;
 
 pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
@@ -191,6 +197,8 @@ pub struct Journal {
     /// The sequence number from which entries may still be kept: below it, each was
     /// dropped for the byte budget (or overwritten by the ring).
     oldest: Mutex<u64>,
+    /// The other instances' journals, when state is shared.
+    peers: OnceLock<Arc<dyn JournalPeers>>,
 }
 
 impl Journal {
@@ -210,6 +218,39 @@ impl Journal {
             limits,
             bytes: AtomicUsize::new(0),
             oldest: Mutex::new(0),
+            peers: OnceLock::new(),
+        }
+    }
+
+    /// From now on, queries also cover `peers` (set once, when state is shared).
+    pub fn set_peers(&self, peers: Arc<dyn JournalPeers>) {
+        let _ = self.peers.set(peers);
+    }
+
+    /// The other instances' entries; empty without peers, and empty with the failure
+    /// noted for the admin reply when they could not be asked.
+    fn peer_events(&self) -> Vec<Arc<ServeEvent>> {
+        let Some(peers) = self.peers.get() else {
+            return Vec::new();
+        };
+        match peers.collect() {
+            Ok(events) => events.into_iter().map(Arc::new).collect(),
+            Err(e) => {
+                shared::note_failure(shared::Operation::Journal, e);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Runs a change on the peers, noting a failure for the admin reply.
+    fn tell_peers(
+        &self,
+        change: impl FnOnce(&dyn JournalPeers) -> Result<(), shared::Unavailable>,
+    ) {
+        if let Some(peers) = self.peers.get()
+            && let Err(e) = change(peers.as_ref())
+        {
+            shared::note_failure(shared::Operation::Journal, e);
         }
     }
 
@@ -310,6 +351,12 @@ impl Journal {
                     .map(|e| e.event.clone())
             })
             .collect();
+        if self.peers.get().is_some() {
+            // Several instances' sequences: ordered by time, then by sequence.
+            all.extend(self.peer_events());
+            all.sort_by_key(|e| std::cmp::Reverse((e.logged_at, Self::sequence_of(&e.id))));
+            return all;
+        }
         all.sort_by_key(|e| std::cmp::Reverse(Self::sequence_of(&e.id)));
         all
     }
@@ -320,10 +367,15 @@ impl Journal {
 
     pub fn get(&self, id: &str) -> Option<Arc<ServeEvent>> {
         let id = self.parse(id)?;
-        self.slot(Self::sequence_of(&id))
+        let here = self
+            .slot(Self::sequence_of(&id))
             .as_ref()
             .map(|e| e.event.clone())
-            .filter(|e| e.id == id)
+            .filter(|e| e.id == id);
+        if here.is_none() && self.peers.get().is_some() {
+            return self.peer_events().into_iter().find(|e| e.id == id);
+        }
+        here
     }
 
     pub fn remove_by_id(&self, id: &str) -> bool {
@@ -340,6 +392,9 @@ impl Journal {
         };
         let found = taken.is_some();
         self.forget(taken);
+        if !found {
+            self.tell_peers(|p| p.remove(&[id]));
+        }
         found
     }
 
@@ -360,6 +415,17 @@ impl Journal {
                 self.forget(Some(e));
             }
         }
+        if self.peers.get().is_some() {
+            let theirs: Vec<Arc<ServeEvent>> =
+                self.peer_events().into_iter().filter(|e| pred(e)).collect();
+            let ids: Vec<uuid::Uuid> = theirs.iter().map(|e| e.id).collect();
+            if !ids.is_empty() {
+                self.tell_peers(|p| p.remove(&ids));
+            }
+            gone.extend(theirs);
+            gone.sort_by_key(|e| std::cmp::Reverse((e.logged_at, Self::sequence_of(&e.id))));
+            return gone;
+        }
         gone.sort_by_key(|e| std::cmp::Reverse(Self::sequence_of(&e.id)));
         gone
     }
@@ -367,6 +433,46 @@ impl Journal {
     pub fn clear(&self) {
         for s in self.slots.iter() {
             let taken = s.lock().unwrap_or_else(|p| p.into_inner()).take();
+            self.forget(taken);
+        }
+        self.tell_peers(|p| p.clear());
+    }
+
+    /// Empties this instance's journal only (a peer asked: the asker clears the rest).
+    pub fn clear_here(&self) {
+        for s in self.slots.iter() {
+            let taken = s.lock().unwrap_or_else(|p| p.into_inner()).take();
+            self.forget(taken);
+        }
+    }
+
+    /// This instance's entries only, oldest first (what a peer's query is sent).
+    pub fn local_entries(&self) -> Vec<Arc<ServeEvent>> {
+        let mut all: Vec<Arc<ServeEvent>> = self
+            .slots
+            .iter()
+            .filter_map(|s| {
+                s.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                    .map(|e| e.event.clone())
+            })
+            .collect();
+        all.sort_by_key(|e| Self::sequence_of(&e.id));
+        all
+    }
+
+    /// Drops these entries from this instance's journal only (asked by a peer).
+    pub fn remove_here(&self, ids: &[uuid::Uuid]) {
+        for id in ids {
+            let taken = {
+                let mut slot = self.slot(Self::sequence_of(id));
+                if slot.as_ref().is_some_and(|e| e.event.id == *id) {
+                    slot.take()
+                } else {
+                    None
+                }
+            };
             self.forget(taken);
         }
     }

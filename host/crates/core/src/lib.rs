@@ -12,6 +12,8 @@
 //!   latency histograms.
 //! - [`paths`]: the check that keeps every file name decoy builds or is given inside
 //!   its folder (no `..`, no symlink leading out).
+//! - [`shared`]: the seams for state shared between instances (`--state`): scenario
+//!   states, admin-API stubs, the journal's fan-in.
 //! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
 //!   (custom matchers, the transformer chain and its failure rule).
 //! - [`webhooks`]: WireMock's `webhook` serve-event listener: definitions, rendering
@@ -27,5 +29,6 @@ pub mod mapping;
 pub mod metrics;
 pub mod paths;
 pub mod plugins;
+pub mod shared;
 pub mod store;
 pub mod webhooks;

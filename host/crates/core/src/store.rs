@@ -13,15 +13,21 @@
 //! A file that fails to load keeps its last good version live; its problems are kept
 //! here so the admin API can show them, and fixing the file clears them. The lock is
 //! held while a rebuild runs (milliseconds, no await), so rebuilds never interleave.
+//!
+//! With state shared between instances (`--state`), a change made through the admin
+//! API is written to the shared [`StubReplica`] first and applied here only once that
+//! succeeded; other instances apply it through [`Store::apply_replicated`]. Files stay
+//! local (every instance reads the same folder).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::engine::Engine;
 use crate::mapping::load::{self, Problem};
 use crate::mapping::{Mapping, ParseContext};
+use crate::shared::{self, StubReplica};
 
 /// What one mapping file contributes.
 #[derive(Debug, Default)]
@@ -74,6 +80,9 @@ struct State {
     overrides: HashMap<Arc<str>, Arc<Mapping>>,
     /// File stubs deleted through the admin API.
     deleted: HashSet<Arc<str>>,
+    /// API stubs that came from the shared store (`--state`); the others (such as
+    /// `--proxy-all`'s) belong to this instance and survive a resynchronisation.
+    replicated: HashSet<Arc<str>>,
     /// File stubs left out because a stub read earlier has their id (recomputed on
     /// every publish).
     duplicates: Vec<Problem>,
@@ -105,6 +114,23 @@ pub struct Store {
     /// How many mapping sets have been published (start-up, reloads, API changes),
     /// for metrics: a burst of file changes should add few.
     swaps: AtomicU64,
+    /// Where API changes are written first when state is shared (`--state`).
+    replica: OnceLock<Arc<dyn StubReplica>>,
+}
+
+/// An admin-API change made on another instance, to apply here as it was there.
+#[derive(Debug)]
+pub enum Replicated {
+    Put(Mapping),
+    Remove(String),
+    RemoveAll,
+    Reset,
+    /// The whole shared list after a (re)connection: these API stubs (in the order
+    /// they were added) replace this instance's, and these file stubs are removed.
+    Sync {
+        stubs: Vec<Mapping>,
+        removed: Vec<String>,
+    },
 }
 
 /// Counts after a (re)load, for logs and the ready line.
@@ -126,6 +152,81 @@ impl Store {
             engine,
             state: Mutex::new(State::default()),
             swaps: AtomicU64::new(0),
+            replica: OnceLock::new(),
+        }
+    }
+
+    /// From now on, API changes go to `replica`, which applies them here (set once,
+    /// when state is shared).
+    pub fn set_replica(&self, replica: Arc<dyn StubReplica>) {
+        let _ = self.replica.set(replica);
+    }
+
+    /// Hands a change to the replica, if there is one: `None` when there is none (the
+    /// caller applies it here), else whether it succeeded. The replica applies it
+    /// here itself, through [`Store::apply_replicated`], in the order the shared
+    /// store gave all changes, so every instance applies the same changes in the same
+    /// order. A failure is noted for the admin reply ([`shared::take_failure`]).
+    fn replicate(
+        &self,
+        write: impl FnOnce(&dyn StubReplica) -> Result<(), shared::Unavailable>,
+    ) -> Option<bool> {
+        let r = self.replica.get()?;
+        Some(match write(r.as_ref()) {
+            Ok(()) => true,
+            Err(e) => {
+                shared::note_failure(shared::Operation::Stubs, e);
+                false
+            }
+        })
+    }
+
+    /// Applies a change made through the admin API of this or another instance, as
+    /// the shared store ordered it.
+    pub fn apply_replicated(&self, change: Replicated) {
+        match change {
+            Replicated::Put(m) => {
+                let m = self.upsert_here(m);
+                self.lock().replicated.insert(m.id.clone());
+            }
+            Replicated::Remove(id) => {
+                self.remove_here(&id);
+                self.lock().replicated.remove(id.as_str());
+            }
+            Replicated::RemoveAll => {
+                self.remove_all_here();
+                self.lock().replicated.clear();
+            }
+            Replicated::Reset => {
+                self.reset_here();
+                self.lock().replicated.clear();
+            }
+            Replicated::Sync { stubs, removed } => {
+                let mut st = self.lock();
+                let replicated = std::mem::take(&mut st.replicated);
+                st.api.retain(|(_, m)| !replicated.contains(&m.id));
+                st.overrides.clear();
+                st.deleted.clear();
+                let files = file_ids(&st);
+                for m in stubs {
+                    let m = Arc::new(m);
+                    st.replicated.insert(m.id.clone());
+                    if files.contains(&m.id) {
+                        st.overrides.insert(m.id.clone(), m);
+                    } else if let Some(slot) = st.api.iter_mut().find(|x| x.1.id == m.id) {
+                        slot.1 = m;
+                    } else {
+                        let added = st.tick();
+                        st.api.push((added, m));
+                    }
+                }
+                for id in removed {
+                    if files.contains(id.as_str()) {
+                        st.deleted.insert(Arc::from(id));
+                    }
+                }
+                self.publish(&mut st);
+            }
         }
     }
 
@@ -350,6 +451,13 @@ impl Store {
 
     /// Adds or replaces (by id) a stub through the API.
     pub fn upsert(&self, m: Mapping) -> Arc<Mapping> {
+        match self.replicate(|r| r.put(&m)) {
+            None => self.upsert_here(m),
+            Some(_) => Arc::new(m),
+        }
+    }
+
+    fn upsert_here(&self, m: Mapping) -> Arc<Mapping> {
         let m = Arc::new(m);
         let mut st = self.lock();
         if let Some(slot) = st.api.iter_mut().find(|x| x.1.id == m.id) {
@@ -368,6 +476,21 @@ impl Store {
     /// Removes a stub by id; false when there is none. As in WireMock, a persistent
     /// stub (`"persistent": true`) loaded from a file of its own takes the file with it.
     pub fn remove(&self, id: &str) -> bool {
+        if self.replica.get().is_some() {
+            let exists = {
+                let st = self.lock();
+                st.api.iter().any(|(_, m)| &*m.id == id) || live_file_stub(&st, id).is_some()
+            };
+            if !exists {
+                return false;
+            }
+            self.replicate(|r| r.remove(id));
+            return true;
+        }
+        self.remove_here(id)
+    }
+
+    fn remove_here(&self, id: &str) -> bool {
         let mut st = self.lock();
         let before = st.api.len();
         st.api.retain(|(_, m)| &*m.id != id);
@@ -413,6 +536,20 @@ impl Store {
     /// stubs (`"mappings": [...]`, read-only to WireMock) is left on disk; its stubs are
     /// removed from what is served until a reset.
     pub fn remove_all(&self) {
+        if self.replica.get().is_some() {
+            let ids: Vec<Arc<str>> = self
+                .engine
+                .mappings()
+                .iter()
+                .map(|m| m.id.clone())
+                .collect();
+            self.replicate(|r| r.remove_all(&ids));
+            return;
+        }
+        self.remove_all_here()
+    }
+
+    fn remove_all_here(&self) {
         let mut st = self.lock();
         st.api.clear();
         st.overrides.clear();
@@ -429,6 +566,13 @@ impl Store {
     /// Back to what is on disk: drops API stubs, edits and deletions, re-reads files
     /// in the loader's order, as at start.
     pub fn reset(&self) -> Counts {
+        if self.replicate(|r| r.reset()).is_some() {
+            return counts(&self.lock());
+        }
+        self.reset_here()
+    }
+
+    fn reset_here(&self) -> Counts {
         {
             let mut st = self.lock();
             st.api.clear();

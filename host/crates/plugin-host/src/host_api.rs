@@ -148,6 +148,12 @@ impl log::Host for State {
 
 impl kv::Host for State {
     fn get(&mut self, key: String) -> Option<Vec<u8>> {
+        if let Some(shared) = &self.plugin.shared_kv {
+            return shared.get(&self.plugin.name, &key).unwrap_or_else(|e| {
+                tracing::warn!(target: "plugin", plugin = %self.plugin.name, "kv get {key:?}: {e}");
+                None
+            });
+        }
         self.kv().get(&key).cloned()
     }
 
@@ -164,6 +170,10 @@ impl kv::Host for State {
                 value.len()
             ));
         }
+        if let Some(shared) = &self.plugin.shared_kv {
+            self.side_effects = true;
+            return shared.set(&self.plugin.name, &key, &value);
+        }
         let mut kv = self.kv();
         if kv.len() >= KV_MAX_KEYS && !kv.contains_key(&key) {
             return Err(format!("the store is full ({KV_MAX_KEYS} keys)"));
@@ -176,10 +186,26 @@ impl kv::Host for State {
 
     fn delete(&mut self, key: String) -> bool {
         self.side_effects = true;
+        if let Some(shared) = &self.plugin.shared_kv {
+            return shared.delete(&self.plugin.name, &key).unwrap_or_else(|e| {
+                tracing::warn!(target: "plugin", plugin = %self.plugin.name, "kv delete {key:?}: {e}");
+                false
+            });
+        }
         self.kv().remove(&key).is_some()
     }
 
     fn increment(&mut self, key: String, delta: i64) -> Result<i64, String> {
+        if key.len() > KV_MAX_KEY {
+            return Err(format!(
+                "key is {} bytes; the limit is {KV_MAX_KEY}",
+                key.len()
+            ));
+        }
+        if let Some(shared) = &self.plugin.shared_kv {
+            self.side_effects = true;
+            return shared.increment(&self.plugin.name, &key, delta);
+        }
         let mut kv = self.kv();
         let current = match kv.get(&key) {
             None => 0,
@@ -191,12 +217,6 @@ impl kv::Host for State {
         let next = current
             .checked_add(delta)
             .ok_or_else(|| format!("{current} + {delta} overflows"))?;
-        if key.len() > KV_MAX_KEY {
-            return Err(format!(
-                "key is {} bytes; the limit is {KV_MAX_KEY}",
-                key.len()
-            ));
-        }
         if kv.len() >= KV_MAX_KEYS && !kv.contains_key(&key) {
             return Err(format!("the store is full ({KV_MAX_KEYS} keys)"));
         }
@@ -207,6 +227,12 @@ impl kv::Host for State {
     }
 
     fn keys(&mut self, prefix: String) -> Vec<String> {
+        if let Some(shared) = &self.plugin.shared_kv {
+            return shared.keys(&self.plugin.name, &prefix).unwrap_or_else(|e| {
+                tracing::warn!(target: "plugin", plugin = %self.plugin.name, "kv keys {prefix:?}: {e}");
+                Vec::new()
+            });
+        }
         self.kv()
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))

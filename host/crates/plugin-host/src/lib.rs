@@ -83,6 +83,21 @@ struct Inner {
     /// How long `get` waits for a compilation (`None`: until it ends).
     wait: Mutex<Option<Duration>>,
     on_loaded: Mutex<Option<LoadedHook>>,
+    /// The `kv` store shared by several decoy instances (`--state`), when set.
+    shared_kv: OnceLock<Arc<dyn SharedKv>>,
+}
+
+/// A `kv` store outside the process, shared by every decoy instance (`decoy serve
+/// --state`); without it each plugin's store is an in-memory map. Calls come from a
+/// plugin call on an async worker: an implementation that waits must say so to its
+/// runtime (tokio's `block_in_place`). A failure is the text a plugin sees (or, for
+/// `get`, `delete` and `keys`, which cannot fail in the WIT, is logged).
+pub trait SharedKv: Send + Sync + std::fmt::Debug {
+    fn get(&self, plugin: &str, key: &str) -> Result<Option<Vec<u8>>, String>;
+    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), String>;
+    fn delete(&self, plugin: &str, key: &str) -> Result<bool, String>;
+    fn increment(&self, plugin: &str, key: &str, delta: i64) -> Result<i64, String>;
+    fn keys(&self, plugin: &str, prefix: &str) -> Result<Vec<String>, String>;
 }
 
 impl std::fmt::Debug for Inner {
@@ -124,6 +139,8 @@ pub struct Plugin {
     status: Mutex<Status>,
     loaded: Condvar,
     pub(crate) kv: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// Used instead of `kv` when state is shared between instances.
+    pub(crate) shared_kv: Option<Arc<dyn SharedKv>>,
     pub stats: PluginStats,
     /// How many lines of guest output may be logged now (see `stdio.rs`).
     pub(crate) line_budget: Mutex<stdio::LineBudget>,
@@ -180,8 +197,15 @@ impl Plugins {
                 failures: Mutex::new(HashMap::new()),
                 wait: Mutex::new(None),
                 on_loaded: Mutex::new(None),
+                shared_kv: OnceLock::new(),
             }),
         }
+    }
+
+    /// Plugins loaded from now on keep their `kv` entries in `kv` (set once, before
+    /// any mapping is loaded, when state is shared between instances).
+    pub fn set_shared_kv(&self, kv: Arc<dyn SharedKv>) {
+        let _ = self.inner.shared_kv.set(kv);
     }
 
     /// The default compiled-code cache: `$XDG_CACHE_HOME/decoy/plugins`, else
@@ -282,6 +306,7 @@ impl Plugins {
                 status: Mutex::new(Status::Loading { waited_out: false }),
                 loaded: Condvar::new(),
                 kv: Mutex::new(BTreeMap::new()),
+                shared_kv: self.inner.shared_kv.get().cloned(),
                 stats: PluginStats::default(),
                 line_budget: Default::default(),
             });

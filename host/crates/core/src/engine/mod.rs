@@ -5,6 +5,11 @@
 //! reload that swaps in a new set never blocks a reader and a request never sees half
 //! of one set and half of another. The only shared mutable state on the request path
 //! is the scenario table, touched only by mappings that belong to a scenario.
+//!
+//! Scenario states live in this process ([`Scenarios::Local`], a mutex-protected map)
+//! or, with `decoy serve --state`, in a store shared by several instances
+//! ([`Scenarios::Shared`]): then [`Engine::respond_async`] awaits the shared store,
+//! and only for a request whose best candidate belongs to a scenario.
 
 pub mod index;
 pub mod report;
@@ -18,6 +23,8 @@ use http::{HeaderName, HeaderValue};
 
 use crate::mapping::Mapping;
 use crate::metrics::MappingStats;
+use crate::shared::{self, SharedScenarios, Step};
+use decoy_matching::custom::MatchFailure;
 use decoy_spec::plan::{ResponsePlan, add_delay};
 use decoy_spec::request::RequestSnapshot;
 use index::Index;
@@ -132,12 +139,20 @@ pub struct GlobalSettings {
     pub raw: Option<serde_json::Value>,
 }
 
+/// Where scenario states are kept.
+#[derive(Debug)]
+pub enum Scenarios {
+    /// In this process: scenario name → current state (absent: [`STARTED`]).
+    Local(Mutex<HashMap<String, String>>),
+    /// In a store shared with other instances (`decoy serve --state`).
+    Shared(Arc<dyn SharedScenarios>),
+}
+
 #[derive(Debug)]
 pub struct Engine {
     /// The live mapping set; replaced wholesale by [`Engine::replace`].
     set: ArcSwap<MappingSet>,
-    /// Scenario name → current state. A scenario absent here is in [`STARTED`].
-    scenarios: Mutex<HashMap<String, String>>,
+    scenarios: Scenarios,
     /// Global delays; read once per matched request.
     settings: ArcSwap<GlobalSettings>,
 }
@@ -152,9 +167,22 @@ impl Engine {
             set: ArcSwap::from_pointee(MappingSet::new(
                 mappings.into_iter().map(Arc::new).collect(),
             )),
-            scenarios: Mutex::new(HashMap::new()),
+            scenarios: Scenarios::Local(Mutex::new(HashMap::new())),
             settings: ArcSwap::from_pointee(GlobalSettings::default()),
         }
+    }
+
+    /// An engine whose scenario states live in `shared` (no mappings yet).
+    pub fn with_shared_scenarios(shared: Arc<dyn SharedScenarios>) -> Engine {
+        Engine {
+            scenarios: Scenarios::Shared(shared),
+            ..Engine::new(Vec::new())
+        }
+    }
+
+    /// Whether scenario states are shared with other instances.
+    pub fn shares_scenarios(&self) -> bool {
+        matches!(self.scenarios, Scenarios::Shared(_))
     }
 
     pub fn settings(&self) -> Arc<GlobalSettings> {
@@ -190,42 +218,70 @@ impl Engine {
             by_id.get(&*m.id).map(|s| Arc::clone(s)).unwrap_or_default()
         });
         drop(by_id);
-        let names: std::collections::HashSet<&str> = set
-            .iter()
-            .filter_map(|m| m.scenario.as_ref().map(|s| s.name.as_str()))
-            .collect();
-        self.lock_scenarios()
-            .retain(|name, _| names.contains(name.as_str()));
+        // Shared states are left alone: other instances serve the same scenarios,
+        // and a reset clears them all.
+        if let Scenarios::Local(states) = &self.scenarios {
+            let names: std::collections::HashSet<&str> = set
+                .iter()
+                .filter_map(|m| m.scenario.as_ref().map(|s| s.name.as_str()))
+                .collect();
+            lock(states).retain(|name, _| names.contains(name.as_str()));
+        }
         self.set.store(Arc::new(set));
     }
 
+    /// A scenario's state. With shared states this asks the shared store (blocking:
+    /// admin API threads only); when it cannot, the failure is noted for the admin
+    /// reply ([`shared::take_failure`]) and [`STARTED`] returned.
     pub fn scenario_state(&self, name: &str) -> String {
-        self.lock_scenarios()
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| STARTED.to_owned())
-    }
-
-    pub fn reset_scenarios(&self) {
-        self.lock_scenarios().clear();
-    }
-
-    pub fn set_scenario_state(&self, name: &str, state: &str) {
-        let mut states = self.lock_scenarios();
-        if state == STARTED {
-            states.remove(name);
-        } else {
-            states.insert(name.to_owned(), state.to_owned());
+        match &self.scenarios {
+            Scenarios::Local(states) => lock(states)
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| STARTED.to_owned()),
+            Scenarios::Shared(shared) => match shared.states_blocking() {
+                Ok(mut states) => states.remove(name).unwrap_or_else(|| STARTED.to_owned()),
+                Err(e) => {
+                    shared::note_failure(shared::Operation::Scenario, e);
+                    STARTED.to_owned()
+                }
+            },
         }
     }
 
-    fn lock_scenarios(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        // A panic while holding this lock cannot leave the map inconsistent (every
-        // update is a single insert), so a poisoned lock is still usable.
-        self.scenarios.lock().unwrap_or_else(|p| p.into_inner())
+    /// Every scenario back to [`STARTED`] (shared: as [`Engine::scenario_state`]).
+    pub fn reset_scenarios(&self) {
+        match &self.scenarios {
+            Scenarios::Local(states) => lock(states).clear(),
+            Scenarios::Shared(shared) => {
+                if let Err(e) = shared.reset() {
+                    shared::note_failure(shared::Operation::Scenario, e);
+                }
+            }
+        }
     }
 
-    /// Finds the mapping for `req` and plans the response.
+    pub fn set_scenario_state(&self, name: &str, state: &str) {
+        match &self.scenarios {
+            Scenarios::Local(states) => {
+                let mut states = lock(states);
+                if state == STARTED {
+                    states.remove(name);
+                } else {
+                    states.insert(name.to_owned(), state.to_owned());
+                }
+            }
+            Scenarios::Shared(shared) => {
+                if let Err(e) = shared.set_state(name, state) {
+                    shared::note_failure(shared::Operation::Scenario, e);
+                }
+            }
+        }
+    }
+
+    /// Finds the mapping for `req` and plans the response, with scenario states in
+    /// this process. (With shared states, scenario stubs are skipped here: the
+    /// transport calls [`Engine::respond_async`].)
     pub fn respond(&self, req: &RequestSnapshot) -> Outcome {
         let set = self.set.load();
         // The first candidate that matches (and whose scenario is in the required
@@ -244,32 +300,7 @@ impl Engine {
             })
         });
         match found {
-            Some((rank, failure)) => {
-                set.stats[rank].served.fetch_add(1, Ordering::Relaxed);
-                let mapping = set.ranked[rank].clone();
-                if let Some(f) = failure {
-                    let plan = failure_plan(&mapping, &f.matcher, &f.reason, f.loading);
-                    return Outcome::Matched { mapping, plan };
-                }
-                let mut plan = plan_for(&mapping);
-                if !mapping.response.transformers.is_empty()
-                    && plan.proxy.is_none()
-                    && let Err(f) = mapping.response.transformers.transform_http(
-                        (&mapping.id, mapping.name.as_deref()),
-                        req,
-                        mapping.request.path_parameters(req),
-                        &mut plan,
-                    )
-                {
-                    plan = failure_plan(&mapping, &f.plugin, &f.reason, f.loading);
-                }
-                let global = self.settings.load();
-                plan.delay = add_delay(plan.delay, global.fixed_delay);
-                if let Some(d) = &global.delay_distribution {
-                    plan.delay = add_delay(plan.delay, d.sample());
-                }
-                Outcome::Matched { mapping, plan }
-            }
+            Some((rank, failure)) => self.matched(&set, rank, failure, req),
             None => Outcome::NotMatched {
                 plan: report::not_matched_plan(&set, req, |name| self.scenario_state(name)),
             },
@@ -299,11 +330,123 @@ impl Engine {
             .collect()
     }
 
+    /// As [`Engine::respond`], for the async transports: with scenario states in
+    /// this process it is exactly that; with shared states, the matching candidates
+    /// of scenarios are sent to the shared store in one atomic step, which picks the
+    /// first whose scenario is in its required state and moves it on. A request that
+    /// touches no scenario does not wait for the shared store.
+    pub async fn respond_async(&self, req: &RequestSnapshot) -> Outcome {
+        let shared = match &self.scenarios {
+            Scenarios::Local(_) => return self.respond(req),
+            Scenarios::Shared(shared) => shared,
+        };
+        let set = self.set.load_full();
+        // Matching candidates of scenarios, in order, up to the first candidate that
+        // wins without a scenario (or whose custom matcher failed).
+        let mut steps: Vec<usize> = Vec::new();
+        let mut last: Option<(usize, Option<MatchFailure>)> = None;
+        CANDIDATES.with(|c| {
+            let mut candidates = c.borrow_mut();
+            set.index.candidates(req.path(), &mut candidates);
+            for &rank in candidates.iter() {
+                let m = &set.ranked[rank as usize];
+                match m.request.try_matches(req) {
+                    Ok(true) if m.scenario.is_some() => steps.push(rank as usize),
+                    Ok(true) => {
+                        last = Some((rank as usize, None));
+                        break;
+                    }
+                    Ok(false) => {}
+                    Err(f) => {
+                        last = Some((rank as usize, Some(f)));
+                        break;
+                    }
+                }
+            }
+        });
+        let found = if steps.is_empty() {
+            last
+        } else {
+            let scenario_steps: Vec<Step<'_>> = steps
+                .iter()
+                .filter_map(|&rank| set.ranked[rank].scenario.as_ref())
+                .map(|s| Step {
+                    scenario: &s.name,
+                    required: s.required_state.as_deref(),
+                    new_state: s.new_state.as_deref(),
+                })
+                .collect();
+            match shared.choose(&scenario_steps).await {
+                Ok(Some(i)) => steps.get(i).map(|&rank| (rank, None)),
+                Ok(None) => last,
+                Err(e) => {
+                    shared::count_failure(shared::Operation::Scenario);
+                    tracing::warn!("{e}: scenario request answered 503");
+                    let mapping = set.ranked[steps[0]].clone();
+                    let plan = unavailable_plan(&mapping, &e.0);
+                    return Outcome::Matched { mapping, plan };
+                }
+            }
+        };
+        match found {
+            Some((rank, failure)) => self.matched(&set, rank, failure, req),
+            None => {
+                let states = shared.states().await.unwrap_or_default();
+                Outcome::NotMatched {
+                    plan: report::not_matched_plan(&set, req, |name| {
+                        states
+                            .get(name)
+                            .cloned()
+                            .unwrap_or_else(|| STARTED.to_owned())
+                    }),
+                }
+            }
+        }
+    }
+
+    /// The answer of the mapping ranked `rank`, which matched (or whose custom
+    /// matcher failed).
+    fn matched(
+        &self,
+        set: &MappingSet,
+        rank: usize,
+        failure: Option<MatchFailure>,
+        req: &RequestSnapshot,
+    ) -> Outcome {
+        set.stats[rank].served.fetch_add(1, Ordering::Relaxed);
+        let mapping = set.ranked[rank].clone();
+        if let Some(f) = failure {
+            let plan = failure_plan(&mapping, &f.matcher, &f.reason, f.loading);
+            return Outcome::Matched { mapping, plan };
+        }
+        let mut plan = plan_for(&mapping);
+        if !mapping.response.transformers.is_empty()
+            && plan.proxy.is_none()
+            && let Err(f) = mapping.response.transformers.transform_http(
+                (&mapping.id, mapping.name.as_deref()),
+                req,
+                mapping.request.path_parameters(req),
+                &mut plan,
+            )
+        {
+            plan = failure_plan(&mapping, &f.plugin, &f.reason, f.loading);
+        }
+        let global = self.settings.load();
+        plan.delay = add_delay(plan.delay, global.fixed_delay);
+        if let Some(d) = &global.delay_distribution {
+            plan.delay = add_delay(plan.delay, d.sample());
+        }
+        Outcome::Matched { mapping, plan }
+    }
+
     /// Checks the mapping's required scenario state and moves the scenario on, under
     /// one lock so two concurrent requests cannot both take the same transition.
     fn enter_scenario(&self, m: &Mapping) -> bool {
         let Some(s) = &m.scenario else { return true };
-        let mut states = self.lock_scenarios();
+        let Scenarios::Local(states) = &self.scenarios else {
+            return false;
+        };
+        let mut states = lock(states);
         let current = states.get(&s.name).map(String::as_str).unwrap_or(STARTED);
         if let Some(required) = &s.required_state
             && required != current
@@ -315,6 +458,39 @@ impl Engine {
         }
         true
     }
+}
+
+fn lock(
+    states: &Mutex<HashMap<String, String>>,
+) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    // A panic while holding this lock cannot leave the map inconsistent (every
+    // update is a single insert), so a poisoned lock is still usable.
+    states.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The 503 for a request to a scenario stub while the shared state cannot be
+/// reached: JSON naming the mapping and the reason, `Retry-After: 1`.
+pub fn unavailable_plan(mapping: &Mapping, reason: &str) -> ResponsePlan {
+    let body = serde_json::json!({
+        "error": "shared state unavailable",
+        "mapping": mapping.id.as_ref(),
+        "mappingName": mapping.name.as_deref(),
+        "reason": reason,
+    });
+    let mut plan = decoy_spec::plan::text_plan(503, format!("{body:#}\n"));
+    plan.headers = Arc::from(vec![
+        (
+            HeaderName::from_static("content-type"),
+            HeaderValue::from_static("application/json"),
+        ),
+        (
+            HeaderName::from_static("retry-after"),
+            HeaderValue::from_static("1"),
+        ),
+    ]);
+    plan.mapping_id = Some(mapping.id.clone());
+    plan.mapping_name = mapping.name.clone();
+    plan
 }
 
 /// The plan for a matched mapping. Everything is shared with the mapping except the
@@ -448,6 +624,132 @@ mod tests {
         assert_eq!(e.scenario_state("s"), "next");
         e.replace(Vec::new());
         assert_eq!(e.scenario_state("s"), STARTED);
+    }
+
+    /// One `choose` call as the fake saw it: (scenario, required, new state) per step.
+    type Asked = Vec<(String, Option<String>, Option<String>)>;
+
+    /// Scenario states behind the shared seam, in memory: records what it is asked.
+    #[derive(Debug, Default)]
+    struct FakeShared {
+        states: Mutex<HashMap<String, String>>,
+        asked: Mutex<Vec<Asked>>,
+        down: std::sync::atomic::AtomicBool,
+    }
+
+    impl SharedScenarios for FakeShared {
+        fn choose<'a>(
+            &'a self,
+            steps: &'a [Step<'a>],
+        ) -> shared::BoxFuture<'a, Result<Option<usize>, shared::Unavailable>> {
+            let record = steps
+                .iter()
+                .map(|s| {
+                    (
+                        s.scenario.to_owned(),
+                        s.required.map(str::to_owned),
+                        s.new_state.map(str::to_owned),
+                    )
+                })
+                .collect();
+            lock_any(&self.asked).push(record);
+            let result = if self.down.load(Ordering::Relaxed) {
+                Err(shared::Unavailable("down".into()))
+            } else {
+                let mut states = lock_any(&self.states);
+                Ok(steps.iter().position(|s| {
+                    let current = states
+                        .get(s.scenario)
+                        .map(String::as_str)
+                        .unwrap_or(STARTED);
+                    let ok = s.required.is_none_or(|r| r == current);
+                    if ok && let Some(n) = s.new_state {
+                        states.insert(s.scenario.to_owned(), n.to_owned());
+                    }
+                    ok
+                }))
+            };
+            Box::pin(std::future::ready(result))
+        }
+        fn states(
+            &self,
+        ) -> shared::BoxFuture<'_, Result<HashMap<String, String>, shared::Unavailable>> {
+            Box::pin(std::future::ready(Ok(lock_any(&self.states).clone())))
+        }
+        fn states_blocking(&self) -> Result<HashMap<String, String>, shared::Unavailable> {
+            Ok(lock_any(&self.states).clone())
+        }
+        fn set_state(&self, name: &str, state: &str) -> Result<(), shared::Unavailable> {
+            lock_any(&self.states).insert(name.into(), state.into());
+            Ok(())
+        }
+        fn reset(&self) -> Result<(), shared::Unavailable> {
+            lock_any(&self.states).clear();
+            Ok(())
+        }
+    }
+
+    fn lock_any<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs a future that never waits (the fake's are ready at once).
+    fn now<F: std::future::Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("the fake shared state never waits"),
+        }
+    }
+
+    #[test]
+    fn with_shared_states_scenario_candidates_go_to_the_store_in_one_step_and_static_stubs_never_do()
+     {
+        let fake = Arc::new(FakeShared::default());
+        let e = Engine::with_shared_scenarios(fake.clone());
+        let ctx = ParseContext {
+            files_dir: "/nonexistent".into(),
+            plugins: None,
+            global_templating: false,
+        };
+        let stubs = [
+            json!({"request": {"urlPath": "/static"}, "response": {"body": "static"}}),
+            json!({"scenarioName": "s", "requiredScenarioState": "Started", "newScenarioState": "two", "request": {"urlPath": "/s"}, "response": {"body": "one"}}),
+            json!({"scenarioName": "s", "requiredScenarioState": "two", "request": {"urlPath": "/s"}, "response": {"body": "two"}}),
+        ];
+        e.replace(
+            stubs
+                .iter()
+                .map(|v| Mapping::parse(v, &ctx, None, &mut Vec::new()).unwrap())
+                .collect(),
+        );
+        let answer = |url: &str| {
+            let plan = now(e.respond_async(&RequestSnapshot::new("GET", url))).into_plan();
+            (
+                plan.status,
+                String::from_utf8_lossy(&plan.body).into_owned(),
+            )
+        };
+        assert_eq!(answer("/static"), (200, "static".into()));
+        assert!(lock_any(&fake.asked).is_empty());
+        assert_eq!(answer("/s"), (200, "one".into()));
+        assert_eq!(answer("/s"), (200, "two".into()));
+        // Both candidates, newest first, in one call each time.
+        let asked = lock_any(&fake.asked).clone();
+        assert_eq!(asked.len(), 2);
+        assert_eq!(
+            asked[0],
+            [
+                ("s".into(), Some("two".into()), None),
+                ("s".into(), Some("Started".into()), Some("two".into())),
+            ]
+        );
+        fake.down.store(true, Ordering::Relaxed);
+        let (status, body) = answer("/s");
+        assert_eq!(status, 503);
+        assert!(body.contains("shared state unavailable"), "{body}");
+        assert_eq!(answer("/static"), (200, "static".into()));
     }
 
     #[test]

@@ -1,0 +1,181 @@
+//! Seams for state shared between instances (`decoy serve --state redis://...`).
+//!
+//! Without `--state` none of this is used: scenario states live in the engine's own
+//! map, API stubs in the store, the journal in its ring, and the request path pays
+//! nothing new (each is an enum or an empty `OnceLock` checked where it was already
+//! touched). With it, a crate above this one (`decoy-state`, Redis) implements the
+//! three traits below and the engine, store and journal call them:
+//!
+//! - [`SharedScenarios`]: scenario states, with the check-and-move of a state done
+//!   atomically in the shared store (so of two instances racing from `Started`, one
+//!   wins);
+//! - [`StubReplica`]: stubs created, edited or removed through the admin API, written
+//!   to the shared store, announced, and applied by every instance (this one too)
+//!   through [`crate::store::Store::apply_replicated`] in the store's order;
+//! - [`JournalPeers`]: the other instances' journals, fetched when the admin API
+//!   queries the journal (fan-in), and told to clear or drop entries.
+//!
+//! A shared-state call that fails (the store is down or too slow) never changes local
+//! state on its own: it is noted with [`note_failure`], counted, and the admin API
+//! turns it into a 503 ([`take_failure`]); a request to a scenario stub gets a 503.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::journal::ServeEvent;
+use crate::mapping::Mapping;
+
+/// A boxed future, as the traits below return (this crate has no async runtime).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The shared store could not be used; the text says why (for logs and 503 bodies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "shared state unavailable: {}", self.0)
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+/// One candidate stub of a scenario, in the order the engine would try it.
+#[derive(Debug, Clone, Copy)]
+pub struct Step<'a> {
+    pub scenario: &'a str,
+    /// The state the scenario must be in (`None`: any).
+    pub required: Option<&'a str>,
+    /// The state it moves to when this stub answers (`None`: it stays).
+    pub new_state: Option<&'a str>,
+}
+
+/// Scenario states kept outside the process.
+pub trait SharedScenarios: Send + Sync + std::fmt::Debug {
+    /// In one atomic step: the first of `steps` whose scenario is in its required
+    /// state wins and moves its scenario on. Returns the winner's index, or `None`.
+    fn choose<'a>(
+        &'a self,
+        steps: &'a [Step<'a>],
+    ) -> BoxFuture<'a, Result<Option<usize>, Unavailable>>;
+
+    /// Every scenario not in `Started`, with its state.
+    fn states(&self) -> BoxFuture<'_, Result<HashMap<String, String>, Unavailable>>;
+
+    /// As [`SharedScenarios::states`], blocking (called on the admin API's blocking
+    /// threads, never on an async worker).
+    fn states_blocking(&self) -> Result<HashMap<String, String>, Unavailable>;
+
+    /// Sets one scenario's state (blocking, as above).
+    fn set_state(&self, name: &str, state: &str) -> Result<(), Unavailable>;
+
+    /// Every scenario back to `Started` (blocking, as above).
+    fn reset(&self) -> Result<(), Unavailable>;
+}
+
+/// Where stubs changed through this instance's admin API go, so every instance
+/// serves them. Each method returns once the change is stored and has been applied
+/// here (the replica applies every change, this instance's too, through
+/// [`crate::store::Store::apply_replicated`], in the shared store's order). Blocking:
+/// called by the store on the admin API's threads.
+pub trait StubReplica: Send + Sync + std::fmt::Debug {
+    /// A stub was created or replaced through the API.
+    fn put(&self, m: &Mapping) -> Result<(), Unavailable>;
+    /// A stub was removed through the API.
+    fn remove(&self, id: &str) -> Result<(), Unavailable>;
+    /// Every API stub was removed (`ids`: the stubs that were live, files' included).
+    fn remove_all(&self, ids: &[std::sync::Arc<str>]) -> Result<(), Unavailable>;
+    /// Back to the files: every API stub, edit and removal forgotten.
+    fn reset(&self) -> Result<(), Unavailable>;
+}
+
+/// The other instances' journals. Blocking: called by the journal on the admin API's
+/// threads.
+pub trait JournalPeers: Send + Sync + std::fmt::Debug {
+    /// Every entry the other instances hold.
+    fn collect(&self) -> Result<Vec<ServeEvent>, Unavailable>;
+    /// Drops these entries wherever they are.
+    fn remove(&self, ids: &[uuid::Uuid]) -> Result<(), Unavailable>;
+    /// Empties every other instance's journal.
+    fn clear(&self) -> Result<(), Unavailable>;
+}
+
+thread_local! {
+    static FAILURE: RefCell<Option<Unavailable>> = const { RefCell::new(None) };
+}
+
+/// Shared-state failures so far, by what failed (for metrics).
+static FAILURES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// What a shared-state failure interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// A request to a scenario stub (answered 503).
+    Scenario,
+    /// An admin API stub change.
+    Stubs,
+    /// A journal query or change.
+    Journal,
+    /// A plugin's `kv` call.
+    Kv,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 4] = [
+        Operation::Scenario,
+        Operation::Stubs,
+        Operation::Journal,
+        Operation::Kv,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Operation::Scenario => "scenario",
+            Operation::Stubs => "stubs",
+            Operation::Journal => "journal",
+            Operation::Kv => "kv",
+        }
+    }
+}
+
+/// Counts a failure without noting it for the current admin request.
+pub fn count_failure(op: Operation) {
+    FAILURES[op as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many failures of `op` there have been.
+pub fn failures(op: Operation) -> u64 {
+    FAILURES[op as usize].load(Ordering::Relaxed)
+}
+
+/// Records that a shared-state call made on this thread failed: counted, logged, and
+/// kept for [`take_failure`] (the admin API answers 503 with it).
+pub fn note_failure(op: Operation, e: Unavailable) {
+    count_failure(op);
+    tracing::warn!("{} ({} not changed)", e, op.label());
+    FAILURE.with(|f| *f.borrow_mut() = Some(e));
+}
+
+/// The failure noted on this thread since the last call, if any.
+pub fn take_failure() -> Option<Unavailable> {
+    FAILURE.with(|f| f.borrow_mut().take())
+}
+
+/// 0: no shared state; 1: connected; 2: disconnected.
+static CONNECTED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The shared-state connection went up or down (for metrics and health).
+pub fn set_connected(up: bool) {
+    CONNECTED.store(if up { 1 } else { 2 }, Ordering::Relaxed);
+}
+
+/// `None` without shared state, else whether it is connected now.
+pub fn connected() -> Option<bool> {
+    match CONNECTED.load(Ordering::Relaxed) {
+        0 => None,
+        n => Some(n == 1),
+    }
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The container image, end to end: builds it (container/build.sh), starts it with the
+# repo's example root (mappings/) mounted at /home/wiremock as a user of the
+# wiremock/wiremock image would, and checks answers, the health check, arguments after
+# the image name, options from DECOY_OPTIONS / WIREMOCK_OPTIONS, and that `stop`
+# (SIGTERM to PID 1) ends it with exit code 0.
+#
+# Uses docker when its daemon answers, else podman (as root, with the options a
+# machine without systemd or cgroup delegation needs); prints "skipped: ..." when
+# neither can run a container.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+conf=$(mktemp)
+names=()
+cleanup() {
+  for n in "${names[@]}"; do "${engine[@]}" rm -f "$n" >/dev/null 2>&1 || true; done
+  rm -f "$conf"
+}
+trap cleanup EXIT
+
+if docker info >/dev/null 2>&1; then
+  engine=(docker)
+  run_opts=(--network host)
+elif command -v podman >/dev/null 2>&1; then
+  # No per-container ulimits or pids cgroup (not delegated here), vfs storage (no
+  # overlay mounts needed), runc, cgroupfs.
+  printf '[containers]\ndefault_ulimits = []\n' >"$conf"
+  export CONTAINERS_CONF="$conf"
+  engine=(podman --storage-driver vfs --runtime runc --cgroup-manager cgroupfs)
+  run_opts=(--pids-limit 0 --network host)
+  if ! "${engine[@]}" info >/dev/null 2>&1; then
+    echo "skipped: podman is installed but cannot run here ($("${engine[@]}" info 2>&1 | tail -1))"
+    exit 0
+  fi
+else
+  echo "skipped: neither docker (with a running daemon) nor podman is available"
+  exit 0
+fi
+echo "container engine: ${engine[*]}"
+
+tag=decoy:test-$$
+# DECOY_CONTAINER_BINARY: an already built decoy (tests/run.sh passes its debug build,
+# with its glibc libraries staged in); otherwise the static release build users get.
+binary=()
+[ -n "${DECOY_CONTAINER_BINARY:-}" ] && binary=(--binary "$DECOY_CONTAINER_BINARY")
+CONTAINER_ENGINE="${engine[*]}" container/build.sh "${binary[@]}" "$tag"
+
+size=$("${engine[@]}" image inspect --format '{{.Size}}' "$tag")
+echo "image $tag: $((size / 1024 / 1024)) MiB ($size bytes)"
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+fail() { echo "FAIL: $*"; for n in "${names[@]}"; do "${engine[@]}" logs "$n" 2>&1 | tail -20; done; exit 1; }
+passed=0
+ok() { echo "ok: $*"; passed=$((passed + 1)); }
+
+# Waits until the container answers on its port (or fails after 30 s).
+wait_up() {
+  for _ in $(seq 1 150); do
+    curl -fsS "http://127.0.0.1:$1/__admin/health" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  fail "nothing answered on port $1 within 30 s"
+}
+
+# 1. Options from the environment (DECOY_OPTIONS), the example root mounted read-only.
+p1=$(free_port)
+a=decoy-test-$$-env
+names+=("$a")
+"${engine[@]}" run -d --name "$a" "${run_opts[@]}" \
+  -v "$PWD/mappings:/home/wiremock:ro" \
+  -e DECOY_OPTIONS="--port $p1 --verbose" "$tag" >/dev/null
+wait_up "$p1"
+body=$(curl -fsS "http://127.0.0.1:$p1/hello")
+[ "$body" = "Hello from decoy!" ] || fail "GET /hello answered '$body'"
+ok "GET /hello answers the example mapping (DECOY_OPTIONS gave --port $p1)"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$p1/nothing-here")
+[ "$code" = 404 ] || fail "an unmatched request got $code"
+ok "an unmatched request gets 404"
+"${engine[@]}" exec "$a" /usr/local/bin/decoy health || fail "decoy health inside the container failed"
+ok "decoy health (the HEALTHCHECK command) finds the port in DECOY_OPTIONS and exits 0"
+if [ "${engine[0]}" = podman ]; then
+  "${engine[@]}" healthcheck run "$a" || fail "podman healthcheck run failed"
+  ok "the image's HEALTHCHECK passes (podman healthcheck run)"
+fi
+"${engine[@]}" exec "$a" /usr/local/bin/decoy health --port 1 >/dev/null 2>&1 &&
+  fail "decoy health on a closed port exited 0"
+ok "decoy health exits non-zero when nothing answers"
+user=$("${engine[@]}" inspect --format '{{.Config.User}}' "$tag")
+[ "$user" = 10001:10001 ] || fail "the image runs as '$user'"
+ok "the image runs as a non-root user ($user)"
+"${engine[@]}" logs "$a" 2>&1 | grep -q 'GET /hello -> 200' || fail "--verbose from DECOY_OPTIONS did not log the request"
+ok "--verbose from DECOY_OPTIONS logs requests"
+"${engine[@]}" stop -t 10 "$a" >/dev/null
+code=$("${engine[@]}" inspect --format '{{.State.ExitCode}}' "$a")
+[ "$code" = 0 ] || fail "stop (SIGTERM) ended the container with exit code $code"
+ok "stop sends SIGTERM to PID 1, which drains and exits 0"
+
+# 2. Arguments after the image name, which win over WIREMOCK_OPTIONS.
+p2=$(free_port)
+b=decoy-test-$$-args
+names+=("$b")
+"${engine[@]}" run -d --name "$b" "${run_opts[@]}" \
+  -v "$PWD/mappings:/home/wiremock:ro" \
+  -e WIREMOCK_OPTIONS="--port 1 --verbose" "$tag" --port "$p2" --global-response-templating >/dev/null
+wait_up "$p2"
+ok "arguments after the image name win over WIREMOCK_OPTIONS (--port $p2, not 1)"
+curl -fsS -X POST "http://127.0.0.1:$p2/__admin/mappings" \
+  -d '{"request": {"urlPath": "/tpl"}, "response": {"body": "path={{request.path}}"}}' >/dev/null
+body=$(curl -fsS "http://127.0.0.1:$p2/tpl")
+[ "$body" = "path=/tpl" ] || fail "--global-response-templating: /tpl answered '$body'"
+ok "--global-response-templating given as an argument templates every stub"
+"${engine[@]}" stop -t 10 "$b" >/dev/null
+code=$("${engine[@]}" inspect --format '{{.State.ExitCode}}' "$b")
+[ "$code" = 0 ] || fail "stop ended the second container with exit code $code"
+ok "the second container also stops with exit code 0"
+
+"${engine[@]}" rmi -f "$tag" >/dev/null 2>&1 || true
+echo "container: $passed passed, 0 failed"
