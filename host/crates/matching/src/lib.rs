@@ -11,11 +11,13 @@
 //!
 //! Modules, leaves first: [`regex`] (Java-style whole-value regexes), [`date`],
 //! [`json`], [`xml`], then [`pattern`] (the value operators, using all of those),
-//! [`custom`] (the plugin seam) and [`request_pattern`] (the `request` object).
+//! [`custom`] (the plugin seam), [`request_pattern`] (the `request` object) and
+//! [`near_miss`] (WireMock's closeness scoring and not-matched report rows).
 
 pub mod custom;
 pub mod date;
 pub mod json;
+pub mod near_miss;
 pub mod pattern;
 pub mod regex;
 pub mod request_pattern;

@@ -147,6 +147,10 @@ const MODIFIERS: &[&str] = &[
 
 /// Whether a JSONPath selects at most one value by its form (no wildcard, deep
 /// scan, filter, slice or union), as Jayway decides what it returns.
+pub(crate) fn definite_path_form(expression: &str) -> bool {
+    definite_path(expression)
+}
+
 fn definite_path(expression: &str) -> bool {
     !(expression.contains('*')
         || expression.contains("..")
@@ -570,7 +574,7 @@ impl JsonPathQuery {
         }
     }
 
-    fn query(&self, doc: &Value) -> Vec<Value> {
+    pub(crate) fn query(&self, doc: &Value) -> Vec<Value> {
         match self {
             JsonPathQuery::Plain(p) => p.query(doc).all().into_iter().cloned().collect(),
             JsonPathQuery::Filtered { before, filter } => {

@@ -1,13 +1,14 @@
 //! The "Request was not matched" report, in WireMock's plain-text layout.
 //!
-//! It is built only for unmatched requests. The closest mapping is the one with the
-//! smallest mean distance over its parts (method, URL, each header, query, body
-//! pattern...). With a large set only the index's candidates for the path are scored
-//! (they share its URL prefix), so an unmatched request never costs a full scan of
-//! thousands of mappings.
+//! It is built only for unmatched requests. The closest mapping is the one WireMock
+//! would name: the smallest near-miss distance (`decoy_matching::near_miss`), the
+//! first in match order among equals; its rows are WireMock's `Diff`, laid out as
+//! its `PlainTextDiffRenderer` does. With a large set only the index's candidates for
+//! the path are scored (they share its URL prefix), so an unmatched request never
+//! costs a full scan of thousands of mappings.
 
 use super::MappingSet;
-use decoy_matching::request_pattern::DiffLine;
+use decoy_matching::near_miss::ReportRow;
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::plan::text_plan;
 use decoy_spec::request::RequestSnapshot;
@@ -39,38 +40,41 @@ pub fn not_matched_plan(
             candidates
         }
     };
+    // WireMock's near-miss order: the smallest distance, the first in match order
+    // among equals (its sort is stable). NaN, which Java sorts last, never wins.
     let closest = pool
         .iter()
         .map(|&rank| {
             let m = &set.ranked[rank as usize];
-            let mut lines = m.request.diagnose(req);
-            if let Some(s) = &m.scenario
-                && let Some(required) = &s.required_state
-            {
-                let current = scenario_state(&s.name);
-                lines.push(DiffLine {
-                    expected: format!("[Scenario '{}' state: {required}]", s.name),
-                    actual: format!("[Scenario '{}' state: {current}]", s.name),
-                    note: "Scenario state does not match",
-                    distance: if *required == current { 0.0 } else { 1.0 },
-                    weight: 1.0,
-                });
-            }
-            let weights: f64 = lines.iter().map(|l| l.weight).sum();
-            let score = lines.iter().map(|l| l.distance * l.weight).sum::<f64>() / weights.max(1.0);
-            (score, m, lines)
+            (m.request.near_miss_distance(req), m)
         })
-        .min_by(|a, b| a.0.total_cmp(&b.0));
-    let Some((_, mapping, lines)) = closest else {
+        .fold(None, |best: Option<(f64, _)>, (d, m)| match best {
+            Some((bd, _)) if !(d < bd || (bd.is_nan() && !d.is_nan())) => best,
+            _ => Some((d, m)),
+        });
+    let Some((_, mapping)) = closest else {
         return text_plan(404, "Request was not matched\n".into());
     };
-    text_plan(404, render(mapping.name.as_deref(), &lines))
+    let mut rows = mapping.request.report_rows(req);
+    if let Some(s) = &mapping.scenario
+        && let Some(required) = &s.required_state
+    {
+        // As WireMock words it: the stub's state on the left, the scenario's on the
+        // right, and (WireMock compares the whole right cell with the state name)
+        // always "does not match".
+        rows.push(ReportRow {
+            left: format!("[Scenario '{}' state: {required}]", s.name),
+            right: format!("[Scenario '{}' state: {}]", s.name, scenario_state(&s.name)),
+            message: Some("Scenario does not match".into()),
+        });
+    }
+    text_plan(404, render(mapping.name.as_deref(), &rows))
 }
 
 /// Half the width, less the frame: the widest a cell's text may be before it wraps.
 const COLUMN: usize = WIDTH / 2 - 2;
 
-fn render(title: Option<&str>, lines: &[DiffLine]) -> String {
+fn render(title: Option<&str>, rows: &[ReportRow]) -> String {
     let rule = "-".repeat(WIDTH);
     let mut out = String::new();
     out.push('\n');
@@ -92,16 +96,9 @@ fn render(title: Option<&str>, lines: &[DiffLine]) -> String {
         write_cells(&mut out, title, "", None);
         write_single(&mut out, "", "", None);
     }
-    // Method and URL form the first group; each other kind of part (headers, query,
-    // body...) its own, with a blank row after every group, as WireMock lays it out.
-    for (i, l) in lines.iter().enumerate() {
-        if i >= 2 && lines[i - 1].note != l.note {
-            write_single(&mut out, "", "", None);
-        }
-        let note = (l.distance != 0.0).then_some(l.note);
-        write_cells(&mut out, &l.expected, &l.actual, note);
+    for row in rows {
+        write_cells(&mut out, &row.left, &row.right, row.message.as_deref());
     }
-    write_single(&mut out, "", "", None);
     write_single(&mut out, "", "", None);
     out.push_str(&rule);
     out.push('\n');
