@@ -72,6 +72,57 @@ impl JsonEquality {
         equal
     }
 
+    /// How far `actual` is from the expected document, as WireMock scores a near
+    /// miss: each difference counts the size of the larger side (at least 1), over
+    /// the size of the larger document (JsonUnit's differences, walked here
+    /// directly). Only for the "not matched" report.
+    pub fn distance(&self, actual: &Value) -> f64 {
+        let mut count = 0;
+        let budget = Budget::new(COMPARE_STEP_BUDGET);
+        self.count_differences(&self.expected, actual, &mut count, &budget);
+        count as f64 / deep_size(&self.expected).max(deep_size(actual)) as f64
+    }
+
+    fn count_differences(
+        &self,
+        expected: &Value,
+        actual: &Value,
+        count: &mut usize,
+        budget: &Budget,
+    ) {
+        // Past the budget, what is left counts as equal: the score is for the
+        // report only, and stays bounded on a hostile body.
+        if self.eq(expected, actual, budget) || budget.exhausted() {
+            return;
+        }
+        match (expected, actual) {
+            (Value::Object(e), Value::Object(a)) => {
+                for (k, ev) in e {
+                    match a.get(k) {
+                        Some(av) => self.count_differences(ev, av, count, budget),
+                        None if is_ignore(ev) => {}
+                        None => *count += deep_size(ev),
+                    }
+                }
+                if !self.ignore_extra_elements {
+                    for (k, av) in a {
+                        if !e.contains_key(k) {
+                            *count += deep_size(av);
+                        }
+                    }
+                }
+            }
+            (Value::Array(e), Value::Array(a))
+                if e.len() == a.len() && !self.ignore_array_order =>
+            {
+                for (ev, av) in e.iter().zip(a) {
+                    self.count_differences(ev, av, count, budget);
+                }
+            }
+            _ => *count += deep_size(expected).max(deep_size(actual)).max(1),
+        }
+    }
+
     fn eq(&self, expected: &Value, actual: &Value, budget: &Budget) -> bool {
         if !budget.spend(1) {
             return false;
@@ -203,6 +254,25 @@ fn collect_regexes(v: &Value, path: &str, out: &mut HashMap<String, Regex>) -> F
         _ => {}
     }
     Ok(())
+}
+
+/// WireMock's `Json.deepSize`: a node counts 1, plus 1 for each child, plus the
+/// size of each child that is itself an object or array.
+fn deep_size(v: &Value) -> usize {
+    let children: Box<dyn Iterator<Item = &Value>> = match v {
+        Value::Object(m) => Box::new(m.values()),
+        Value::Array(a) => Box::new(a.iter()),
+        _ => return 1,
+    };
+    1 + children
+        .map(|c| {
+            1 + if c.is_object() || c.is_array() {
+                deep_size(c)
+            } else {
+                0
+            }
+        })
+        .sum::<usize>()
 }
 
 #[cfg(test)]

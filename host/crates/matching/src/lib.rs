@@ -12,12 +12,14 @@
 //! Modules, leaves first: [`limits`] (depth limits, budgets and the scoring
 //! deadline that bound every matcher), [`regex`] (Java-style whole-value regexes), [`date`],
 //! [`json`], [`xml`], then [`pattern`] (the value operators, using all of those),
-//! [`custom`] (the plugin seam) and [`request_pattern`] (the `request` object).
+//! [`custom`] (the plugin seam), [`request_pattern`] (the `request` object) and
+//! [`near_miss`] (WireMock's closeness scoring and not-matched report rows).
 
 pub mod custom;
 pub mod date;
 pub mod json;
 pub mod limits;
+pub mod near_miss;
 pub mod pattern;
 #[cfg(test)]
 mod proptests;

@@ -162,6 +162,10 @@ const MODIFIERS: &[&str] = &[
 
 /// Whether a JSONPath selects at most one value by its form (no wildcard, deep
 /// scan, filter, slice or union), as Jayway decides what it returns.
+pub(crate) fn definite_path_form(expression: &str) -> bool {
+    definite_path(expression)
+}
+
 fn definite_path(expression: &str) -> bool {
     !(expression.contains('*')
         || expression.contains("..")

@@ -107,6 +107,22 @@ impl PathTemplate {
         })
     }
 
+    /// The template with each `{variable}` (and `**`) as `_`, as WireMock compares
+    /// it with a path to score a near miss.
+    pub fn without_variables(&self) -> String {
+        let mut out = String::new();
+        for (i, seg) in self.segments.iter().enumerate() {
+            if i > 0 {
+                out.push('/');
+            }
+            match seg {
+                Segment::Literal(l) => out.push_str(&l.replace("**", "_")),
+                Segment::Var(_) => out.push('_'),
+            }
+        }
+        out
+    }
+
     /// The part before the first variable, for the index.
     pub fn literal_prefix(&self) -> String {
         let mut out = String::new();
@@ -233,7 +249,12 @@ pub struct RequestPattern {
     pub scheme: Option<String>,
     pub host: Option<Box<StringPattern>>,
     pub port: Option<u16>,
+    /// Names as the stub wrote them (the not-matched report prints them so; looking
+    /// a name up in a request's `HeaderMap` ignores case, at the same cost);
+    /// `basicAuthCredentials` adds the last one.
     pub headers: Vec<(String, MultiValuePattern)>,
+    /// The last entry of `headers` is `basicAuthCredentials`' `Authorization`.
+    pub basic_auth: bool,
     pub query: Vec<(String, MultiValuePattern)>,
     pub form: Vec<(String, MultiValuePattern)>,
     pub cookies: Vec<(String, StringPattern)>,
@@ -383,12 +404,10 @@ impl RequestPattern {
         };
 
         let mut headers = match obj.get("headers") {
-            Some(h) => multi_patterns(h, &join(path, "headers"))?
-                .into_iter()
-                .map(|(k, p)| (k.to_ascii_lowercase(), p))
-                .collect(),
+            Some(h) => multi_patterns(h, &join(path, "headers"))?,
             None => Vec::new(),
         };
+        let mut basic_auth = false;
         for key in ["basicAuthCredentials", "basicAuth"] {
             if let Some(auth) = obj.get(key) {
                 let apath = join(path, key);
@@ -406,12 +425,13 @@ impl RequestPattern {
                     field("password")?
                 ));
                 headers.push((
-                    "authorization".to_owned(),
+                    "Authorization".to_owned(),
                     MultiValuePattern::Single(StringPattern::EqualTo {
                         value: format!("Basic {token}"),
                         case_insensitive: false,
                     }),
                 ));
+                basic_auth = true;
             }
         }
 
@@ -466,6 +486,7 @@ impl RequestPattern {
             host: host.map(Box::new),
             port,
             headers,
+            basic_auth,
             query: match obj.get("queryParameters") {
                 Some(q) => multi_patterns(q, &join(path, "queryParameters"))?,
                 None => Vec::new(),
@@ -810,6 +831,11 @@ fn display_header(name: &str) -> String {
 }
 
 impl MultipartPattern {
+    /// Whether `req`'s parts satisfy this pattern.
+    pub(crate) fn matches_request(&self, req: &RequestSnapshot) -> bool {
+        self.matches(req)
+    }
+
     fn matches(&self, req: &RequestSnapshot) -> bool {
         let parts = req.parts();
         if parts.is_empty() {

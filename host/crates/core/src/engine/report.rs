@@ -1,25 +1,22 @@
 //! The "Request was not matched" report, in WireMock's plain-text layout.
 //!
-//! It is built only for unmatched requests. The closest mapping is the one with the
-//! smallest mean distance over its parts (method, URL, each header, query, body
-//! pattern...). With a large set only the index's candidates for the path are scored
-//! (they share its URL prefix), so an unmatched request never costs a full scan of
-//! thousands of mappings.
+//! It is built only for unmatched requests. The closest mapping is the one WireMock
+//! would name: the smallest near-miss distance (`decoy_matching::near_miss`), the
+//! first in match order among equals; its rows are WireMock's `Diff`, laid out as
+//! its `PlainTextDiffRenderer` does. With a large set only the index's candidates for
+//! the path are scored (they share its URL prefix), so an unmatched request never
+//! costs a full scan of thousands of mappings.
 //!
 //! Scoring is bounded, because a stub's parts can be expensive (a regex that
-//! backtracks, an XPath over a large body): each stub first gets a cheap lower bound
-//! (method, URL equality, and whether the index rules its URL out), stubs are scored
-//! in full best bound first, and scoring stops as soon as no remaining bound can
-//! beat the best score, which gives exactly the stub a full scan would. On top of
-//! that, at most [`SCORING_CANDIDATES`] stubs are scored, within
-//! [`SCORING_DEADLINE`]; past the deadline the expensive matchers are skipped.
+//! backtracks, an XPath over a large body): past [`SCORING_DEADLINE`] the expensive
+//! matchers are skipped, so the stubs left are scored on their cheap parts (method,
+//! URL, headers), and the stub shown is the closest on what was scored.
 
 use std::time::{Duration, Instant};
 
 use super::MappingSet;
-use crate::mapping::Mapping;
 use decoy_matching::limits::with_deadline;
-use decoy_matching::request_pattern::DiffLine;
+use decoy_matching::near_miss::ReportRow;
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::plan::text_plan;
 use decoy_spec::request::RequestSnapshot;
@@ -28,28 +25,10 @@ const WIDTH: usize = 119;
 const LEFT: usize = 58;
 const FULL_SCAN_LIMIT: usize = 2000;
 
-/// How long scoring the stubs for one report may take: past it, no further stub is
-/// scored, and the expensive matchers (backtracking regexes, XML, XPath, JSONPath,
+/// How long scoring the stubs for one report may take: past it, the expensive matchers (backtracking regexes, XML, XPath, JSONPath,
 /// JSON Schema, JSON equality) of the stub being scored answer "no match" without
 /// running. Ordinary reports take microseconds and never reach it.
 pub const SCORING_DEADLINE: Duration = Duration::from_millis(20);
-
-/// How many stubs one report scores in full, the most promising first (by the bound
-/// of their cheap parts). Ordinary reports stop long before: a stub whose bound is
-/// worse than the best full score so far cannot be the closest.
-pub const SCORING_CANDIDATES: usize = 256;
-
-/// Two scores closer than this are treated as possibly equal when pruning by bound,
-/// so floating-point rounding never prunes a stub that would win a tie by rank.
-const EPSILON: f64 = 1e-9;
-
-/// The closest stub so far: its score, rank, and report lines.
-struct Best<'a> {
-    score: f64,
-    rank: u32,
-    mapping: &'a Mapping,
-    lines: Vec<DiffLine>,
-}
 
 pub fn not_matched_plan(
     set: &MappingSet,
@@ -73,94 +52,53 @@ pub fn not_matched_plan(
     } else {
         candidates.clone()
     };
-    let mut url_possible = vec![false; set.len()];
-    for &rank in &candidates {
-        url_possible[rank as usize] = true;
-    }
-
-    // Cheap bounds first (no regex, no body parse), then full scores in that order,
-    // stopping when no remaining stub can beat the best: the result is the one an
-    // exhaustive scan finds (the lowest score, ties to the lower rank).
-    let scenario_line = |m: &Mapping| {
-        let s = m.scenario.as_ref()?;
-        let required = s.required_state.as_ref()?;
-        let current = scenario_state(&s.name);
-        Some(DiffLine {
-            expected: format!("[Scenario '{}' state: {required}]", s.name),
-            actual: format!("[Scenario '{}' state: {current}]", s.name),
-            note: "Scenario state does not match",
-            distance: if *required == current { 0.0 } else { 1.0 },
-            weight: 1.0,
-        })
-    };
-    let mut bounds: Vec<(f64, u32)> = pool
-        .iter()
-        .map(|&rank| {
-            let m = &set.ranked[rank as usize];
-            let (mut sum, mut weight) = m.request.distance_bound(req, !url_possible[rank as usize]);
-            if let Some(l) = scenario_line(m) {
-                sum += l.distance * l.weight;
-                weight += l.weight;
-            }
-            (sum / weight.max(1.0), rank)
-        })
-        .collect();
-    bounds.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-
+    // WireMock's near-miss order: the smallest distance, the first in match order
+    // among equals (its sort is stable). NaN, which Java sorts last, never wins.
     let started = Instant::now();
     let deadline = started + SCORING_DEADLINE;
-    let ((best, scored), skipped) = with_deadline(deadline, || {
-        let mut best: Option<Best<'_>> = None;
-        let mut scored = 0usize;
-        for &(bound, rank) in &bounds {
-            if let Some(b) = &best {
-                if bound > b.score + EPSILON {
-                    break;
-                }
-                if scored >= SCORING_CANDIDATES || Instant::now() >= deadline {
-                    break;
-                }
-            }
-            let m = &set.ranked[rank as usize];
-            let mut lines = m.request.diagnose(req);
-            lines.extend(scenario_line(m));
-            let weights: f64 = lines.iter().map(|l| l.weight).sum();
-            let score = lines.iter().map(|l| l.distance * l.weight).sum::<f64>() / weights.max(1.0);
-            scored += 1;
-            let better = match &best {
-                None => true,
-                Some(b) => score < b.score || (score == b.score && rank < b.rank),
-            };
-            if better {
-                best = Some(Best {
-                    score,
-                    rank,
-                    mapping: m,
-                    lines,
-                });
-            }
-        }
-        (best, scored)
+    let (closest, skipped) = with_deadline(deadline, || {
+        pool.iter()
+            .map(|&rank| {
+                let m = &set.ranked[rank as usize];
+                (m.request.near_miss_distance(req), m)
+            })
+            .fold(None, |best: Option<(f64, _)>, (d, m)| match best {
+                Some((bd, _)) if !(d < bd || (bd.is_nan() && !d.is_nan())) => best,
+                _ => Some((d, m)),
+            })
     });
-    if skipped > 0 || (scored < bounds.len() && Instant::now() >= deadline) {
+    if skipped > 0 {
         tracing::debug!(
-            "not-matched report for {} {}: scored {scored} of {} stubs in {:?} (deadline {SCORING_DEADLINE:?}, {skipped} expensive matcher runs skipped); the closest stub shown is the closest of those",
+            "not-matched report for {} {}: {} stubs scored in {:?}; past {SCORING_DEADLINE:?}, {skipped} expensive matcher runs were skipped, so the closest stub shown is the closest on what was scored",
             req.method,
             req.url,
-            bounds.len(),
+            pool.len(),
             started.elapsed()
         );
     }
-    let Some(best) = best else {
+    let Some((_, mapping)) = closest else {
         return text_plan(404, "Request was not matched\n".into());
     };
-    text_plan(404, render(best.mapping.name.as_deref(), &best.lines))
+    let mut rows = mapping.request.report_rows(req);
+    if let Some(s) = &mapping.scenario
+        && let Some(required) = &s.required_state
+    {
+        // As WireMock words it: the stub's state on the left, the scenario's on the
+        // right, and (WireMock compares the whole right cell with the state name)
+        // always "does not match".
+        rows.push(ReportRow {
+            left: format!("[Scenario '{}' state: {required}]", s.name),
+            right: format!("[Scenario '{}' state: {}]", s.name, scenario_state(&s.name)),
+            message: Some("Scenario does not match".into()),
+        });
+    }
+    text_plan(404, render(mapping.name.as_deref(), &rows))
 }
 
 /// Half the width, less the frame: the widest a cell's text may be before it wraps.
 const COLUMN: usize = WIDTH / 2 - 2;
 
-fn render(title: Option<&str>, lines: &[DiffLine]) -> String {
+fn render(title: Option<&str>, rows: &[ReportRow]) -> String {
     let rule = "-".repeat(WIDTH);
     let mut out = String::new();
     out.push('\n');
@@ -182,16 +120,9 @@ fn render(title: Option<&str>, lines: &[DiffLine]) -> String {
         write_cells(&mut out, title, "", None);
         write_single(&mut out, "", "", None);
     }
-    // Method and URL form the first group; each other kind of part (headers, query,
-    // body...) its own, with a blank row after every group, as WireMock lays it out.
-    for (i, l) in lines.iter().enumerate() {
-        if i >= 2 && lines[i - 1].note != l.note {
-            write_single(&mut out, "", "", None);
-        }
-        let note = (l.distance != 0.0).then_some(l.note);
-        write_cells(&mut out, &l.expected, &l.actual, note);
+    for row in rows {
+        write_cells(&mut out, &row.left, &row.right, row.message.as_deref());
     }
-    write_single(&mut out, "", "", None);
     write_single(&mut out, "", "", None);
     out.push_str(&rule);
     out.push('\n');
@@ -317,27 +248,25 @@ fn word_wrap(s: &str, width: usize) -> String {
 mod tests {
     use super::*;
 
-    /// The closest stub as an exhaustive scan finds it (the scoring before it was
-    /// bounded): the lowest score, ties to the lower rank.
+    /// The closest stub as an exhaustive scan without a deadline finds it: the
+    /// smallest near-miss distance, the first in match order among equals.
     fn exhaustive(set: &MappingSet, req: &RequestSnapshot) -> String {
-        let (_, m, lines) = set
-            .ranked
-            .iter()
-            .map(|m| {
-                let lines = m.request.diagnose(req);
-                let weights: f64 = lines.iter().map(|l| l.weight).sum();
-                let score =
-                    lines.iter().map(|l| l.distance * l.weight).sum::<f64>() / weights.max(1.0);
-                (score, m, lines)
-            })
-            .min_by(|a, b| a.0.total_cmp(&b.0))
-            .unwrap();
-        render(m.name.as_deref(), &lines)
+        let mut best: Option<(f64, &Mapping)> = None;
+        for m in set.ranked.iter() {
+            let d = m.request.near_miss_distance(req);
+            if best.is_none_or(|(bd, _)| d < bd) {
+                best = Some((d, m));
+            }
+        }
+        let (_, m) = best.unwrap();
+        render(m.name.as_deref(), &m.request.report_rows(req))
     }
+
+    use crate::mapping::Mapping;
 
     #[test]
     fn bounded_scoring_names_the_stub_an_exhaustive_scan_names() {
-        use crate::mapping::{Mapping, ParseContext};
+        use crate::mapping::ParseContext;
         use serde_json::json;
         let ctx = ParseContext {
             files_dir: "/nonexistent".into(),
