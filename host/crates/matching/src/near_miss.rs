@@ -1082,7 +1082,7 @@ fn json_string_into(s: &str, out: &mut String) {
 /// does not parse.
 pub fn xml_pretty(xml: &str) -> Option<String> {
     use sxd_document::dom::ChildOfRoot;
-    let package = sxd_document::parser::parse(xml).ok()?;
+    let package = crate::xml::parse_document(xml).ok()?;
     let doc = package.as_document();
     let mut out = String::new();
     for child in doc.root().children() {

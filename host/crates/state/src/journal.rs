@@ -330,11 +330,13 @@ mod tests {
             mapping: None,
             proxied: true,
             status: 201,
-            response_headers: Arc::from(vec![(
+            response_headers: Some(Arc::from(vec![(
                 HeaderName::from_static("content-type"),
                 HeaderValue::from_static("text/plain"),
-            )]),
-            response_body: Bytes::from_static(b"ok"),
+            )])),
+            response_body: Some(Bytes::from_static(b"ok")),
+            request_body_size: None,
+            response_body_size: None,
             added_delay: Duration::from_millis(5),
             process_time: Duration::from_micros(42),
         };
@@ -353,7 +355,7 @@ mod tests {
             (back.status, back.proxied, back.local_port),
             (201, true, 8080)
         );
-        assert_eq!(&back.response_headers[..], &e.response_headers[..]);
+        assert_eq!(back.response_headers(), e.response_headers());
         assert_eq!(back.response_body, e.response_body);
         assert_eq!(back.added_delay, e.added_delay);
         let micros = |t: SystemTime| {
