@@ -23,7 +23,7 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use super::config::AmqpConfig;
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
 };
 
 /// The exchange topics are published on and subscribed to (RabbitMQ's MQTT and STOMP
@@ -31,6 +31,10 @@ use super::transport::{
 pub const TOPIC_EXCHANGE: &str = "amq.topic";
 /// The queue a topic mapping's receivers share: this prefix and the topic pattern.
 pub const TOPIC_QUEUE_PREFIX: &str = "decoy.topic.";
+
+/// AMQP delivery mode 2: the broker keeps the message across a restart (when its queue
+/// is durable). Mode 1, or none, is transient.
+const PERSISTENT: u8 = 2;
 
 fn err(what: &str, e: impl std::fmt::Display) -> BrokerError {
     BrokerError::new(format!("{what}: {e}"))
@@ -197,6 +201,32 @@ impl Broker for AmqpBroker {
             Ok(Box::new(AmqpSender { channel }) as Box<dyn Sender>)
         })
     }
+
+    /// Declares `queue` durable (a classic queue, no arguments) on a channel of its
+    /// own. Called when a message for it came back unroutable, so it does not exist;
+    /// declaring an existing queue with the same settings is a no-op.
+    fn declare_queue<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(async move {
+            let conn = self.connection(&self.write, 0).await?;
+            let channel = conn
+                .create_channel()
+                .await
+                .map_err(|e| err("cannot open a channel", e))?;
+            channel
+                .queue_declare(
+                    queue.into(),
+                    QueueDeclareOptions {
+                        durable: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| err(&format!("cannot declare queue {queue:?}"), e))?;
+            let _ = channel.close(200, "declared".into()).await;
+            Ok(())
+        })
+    }
 }
 
 struct AmqpReceiver {
@@ -215,6 +245,7 @@ impl Receiver for AmqpReceiver {
                         acker: d.acker,
                         queue: self.queue.clone(),
                         message,
+                        settled: false,
                     }) as Box<dyn Delivery>))
                 }
                 Some(Err(e)) => Err(err("consumer failed", e)),
@@ -230,6 +261,32 @@ struct AmqpDelivery {
     acker: lapin::Acker,
     queue: String,
     message: Message,
+    settled: bool,
+}
+
+/// A delivery dropped unsettled (its handling panicked) goes back to its queue now,
+/// instead of staying unacknowledged until its channel closes.
+impl Drop for AmqpDelivery {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        tracing::warn!(
+            "a request on {} was dropped before it was settled; it goes back to its queue",
+            self.queue
+        );
+        let acker = self.acker.clone();
+        runtime.spawn(async move {
+            let requeue = BasicNackOptions {
+                requeue: true,
+                ..BasicNackOptions::default()
+            };
+            let _ = acker.nack(requeue).await;
+        });
+    }
 }
 
 impl Delivery for AmqpDelivery {
@@ -241,7 +298,8 @@ impl Delivery for AmqpDelivery {
         &self.queue
     }
 
-    fn settle(self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+    fn settle(mut self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+        self.settled = true;
         Box::pin(async move {
             let done = match how {
                 Settle::Ack => self.acker.ack(BasicAckOptions::default()).await,
@@ -273,7 +331,7 @@ impl Sender for AmqpSender {
         &'a self,
         to: &'a Destination,
         message: Message,
-    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+    ) -> BoxFuture<'a, Result<Put, BrokerError>> {
         // A queue through the default exchange; a topic through `amq.topic`, where a
         // publication nobody subscribed to is normal rather than an error.
         let (exchange, queue) = if to.topic {
@@ -304,11 +362,11 @@ impl Sender for AmqpSender {
                 )));
             }
             if confirm.take_message().is_some() {
-                // Unroutable: no queue of that name. Retrying would loop forever, so
-                // the reply is dropped with a warning and the request acknowledged.
-                tracing::warn!("the reply to {queue:?} was returned by the broker: no such queue");
+                // Unroutable: no queue of that name. The runtime decides (a reply is
+                // dropped with a warning, an unmatched message is kept).
+                return Ok(Put::NoSuchQueue);
             }
-            Ok(())
+            Ok(Put::Done)
         })
     }
 }
@@ -351,11 +409,15 @@ fn from_amqp(p: &BasicProperties, body: Vec<u8>) -> Message {
         reply_to_manager: None,
         format: p.content_type().as_ref().map(|s| s.as_str().to_owned()),
         message_type: p.kind().as_ref().map(|s| s.as_str().to_owned()),
+        persistent: *p.delivery_mode() == Some(PERSISTENT),
     }
 }
 
 fn to_amqp(m: &Message) -> BasicProperties {
     let mut p = BasicProperties::default();
+    if m.persistent {
+        p = p.with_delivery_mode(PERSISTENT);
+    }
     if !m.properties.is_empty() {
         let mut headers = FieldTable::default();
         for (k, v) in &m.properties {
