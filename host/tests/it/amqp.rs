@@ -14,15 +14,15 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use serde_json::json;
 
 /// The tests run one at a time: one of them makes the broker drop every connection,
-/// which would break the others' connections mid-test.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// which would break the others' connections mid-test (`amqp_restart` takes it too).
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn url() -> String {
+pub(crate) fn url() -> String {
     std::env::var("DECOY_AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
-async fn channel() -> (Connection, Channel) {
+pub(crate) async fn channel() -> (Connection, Channel) {
     let conn = Connection::connect(&url(), ConnectionProperties::default())
         .await
         .unwrap_or_else(|e| {
@@ -35,7 +35,7 @@ async fn channel() -> (Connection, Channel) {
     (conn, ch)
 }
 
-fn unique(what: &str) -> String {
+pub(crate) fn unique(what: &str) -> String {
     format!("decoy-test.{what}.{}", uuid::Uuid::new_v4().simple())
 }
 
@@ -54,7 +54,7 @@ async fn queues(ch: &Channel) -> [String; 3] {
     names
 }
 
-async fn drop_queues(ch: &Channel, names: &[String]) {
+pub(crate) async fn drop_queues(ch: &Channel, names: &[String]) {
     for q in names {
         ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
             .await
@@ -62,7 +62,7 @@ async fn drop_queues(ch: &Channel, names: &[String]) {
     }
 }
 
-async fn publish(ch: &Channel, q: &str, body: &str, props: BasicProperties) {
+pub(crate) async fn publish(ch: &Channel, q: &str, body: &str, props: BasicProperties) {
     ch.basic_publish(
         "".into(),
         q.into(),
@@ -77,7 +77,11 @@ async fn publish(ch: &Channel, q: &str, body: &str, props: BasicProperties) {
 }
 
 /// The next message on `q`, polled for up to `wait`.
-async fn get(ch: &Channel, q: &str, wait: Duration) -> Option<(String, BasicProperties)> {
+pub(crate) async fn get(
+    ch: &Channel,
+    q: &str,
+    wait: Duration,
+) -> Option<(String, BasicProperties)> {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         if let Some(m) = ch

@@ -11,6 +11,7 @@
 mod common;
 
 mod amqp;
+mod amqp_restart;
 mod cli;
 mod fixtures;
 #[cfg(feature = "ibmmq")]

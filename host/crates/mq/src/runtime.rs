@@ -660,7 +660,11 @@ async fn deliver(
     } = job;
     // An unmatched message keeps a copy, in case its queue must be declared first.
     let copy = stats.is_none().then(|| reply.clone());
-    let mut put = s.send(&to, reply).await;
+    let mut put = if stats.is_none() {
+        s.send_alone(&to, reply).await
+    } else {
+        s.send(&to, reply).await
+    };
     if let (Ok(Put::NoSuchQueue), Some(copy)) = (&put, copy) {
         put = move_unmatched(s, broker, q, &to, copy).await;
     }
@@ -716,7 +720,7 @@ async fn move_unmatched(
                 "the unmatched queue {to} did not exist on {}; declared it (durable)",
                 broker.describe()
             );
-            s.send(to, message).await
+            s.send_alone(to, message).await
         }
         Err(e) => {
             tracing::warn!(

@@ -127,6 +127,16 @@ pub trait Sender: Send + Sync {
         to: &'a Destination,
         message: Message,
     ) -> BoxFuture<'a, Result<Put, BrokerError>>;
+    /// As `send`, for a message whose [`Put::NoSuchQueue`] must be its own for
+    /// certain (a move to the unmatched queue). AMQP puts it on a channel of its own,
+    /// one at a time; brokers that answer each put separately just `send`.
+    fn send_alone<'a>(
+        &'a self,
+        to: &'a Destination,
+        message: Message,
+    ) -> BoxFuture<'a, Result<Put, BrokerError>> {
+        self.send(to, message)
+    }
 }
 
 /// One configured broker connection (with its pools).
