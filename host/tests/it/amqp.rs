@@ -14,7 +14,7 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use serde_json::json;
 
 /// The tests run one at a time: one of them makes the broker drop every connection,
-/// which would break the others' connections mid-test.
+/// which would break the others' connections mid-test (`amqp_restart` takes it too).
 pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 pub(crate) fn url() -> String {
@@ -35,7 +35,7 @@ pub(crate) async fn channel() -> (Connection, Channel) {
     (conn, ch)
 }
 
-fn unique(what: &str) -> String {
+pub(crate) fn unique(what: &str) -> String {
     format!("decoy-test.{what}.{}", uuid::Uuid::new_v4().simple())
 }
 

@@ -11,6 +11,7 @@
 mod common;
 
 mod amqp;
+mod amqp_restart;
 mod cli;
 mod fixtures;
 mod fuzz_requests;

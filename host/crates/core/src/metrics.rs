@@ -68,6 +68,10 @@ thread_local! {
 #[derive(Debug, Default)]
 pub struct TransportMetrics {
     shards: [Shard; SHARDS],
+    /// MQ: receiver and sender tasks (or a message's handling in them) that panicked
+    /// and were restarted. A bug; each is listed by `/__admin/problems` too.
+    pub receiver_panics: AtomicU64,
+    pub sender_panics: AtomicU64,
 }
 
 impl TransportMetrics {
@@ -227,6 +231,20 @@ impl Metrics {
             .iter()
         {
             line(&mut out, id, name.as_deref(), stats);
+        }
+        out.push_str("# HELP decoy_mq_panics_total MQ receiver and sender tasks that panicked and were restarted (a bug: /__admin/problems says where).\n");
+        out.push_str("# TYPE decoy_mq_panics_total counter\n");
+        for (transport, m) in &transports[1..] {
+            for (task, n) in [
+                ("receiver", &m.receiver_panics),
+                ("sender", &m.sender_panics),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "decoy_mq_panics_total{{transport=\"{transport}\",task=\"{task}\"}} {}",
+                    n.load(Ordering::Relaxed)
+                );
+            }
         }
         out.push_str(
             "# HELP decoy_processing_seconds Time from request read to response written, without configured delays.\n",
@@ -395,6 +413,16 @@ mod tests {
             text.contains(
                 "decoy_mapping_requests_total{mapping_id=\"id-1\",mapping_name=\"a \\\"b\\\"\"} 2"
             ),
+            "{text}"
+        );
+        m.amqp.sender_panics.fetch_add(1, Ordering::Relaxed);
+        let text = m.render(std::iter::empty());
+        assert!(
+            text.contains("decoy_mq_panics_total{transport=\"amqp\",task=\"sender\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("decoy_mq_panics_total{transport=\"ibm-mq\",task=\"receiver\"} 0"),
             "{text}"
         );
     }

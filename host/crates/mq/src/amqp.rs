@@ -10,6 +10,7 @@
 //! runtime retries with backoff); RabbitMQ redelivers whatever was not acknowledged.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Mutex as AsyncMutex;
 
@@ -23,7 +24,7 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use super::config::AmqpConfig;
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
 };
 
 /// The exchange topics are published on and subscribed to (RabbitMQ's MQTT and STOMP
@@ -32,8 +33,60 @@ pub const TOPIC_EXCHANGE: &str = "amq.topic";
 /// The queue a topic mapping's receivers share: this prefix and the topic pattern.
 pub const TOPIC_QUEUE_PREFIX: &str = "decoy.topic.";
 
+/// AMQP delivery mode 2: the broker keeps the message across a restart (when its queue
+/// is durable). Mode 1, or none, is transient.
+const PERSISTENT: u8 = 2;
+
 fn err(what: &str, e: impl std::fmt::Display) -> BrokerError {
     BrokerError::new(format!("{what}: {e}"))
+}
+
+/// How long connecting, or an operation on a channel, may take before it counts as
+/// failed (and is retried with backoff): a broker that is starting, or a network
+/// that drops packets, can accept a socket and never answer, and a connect without
+/// a deadline would then hold its pool slot, and every receiver and sender on it,
+/// for good.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a reply waits for its publisher confirm. After it the put counts as
+/// failed: the request goes back to its queue (its reply may then be sent twice,
+/// never lost) and the sender opens a new channel.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A broker operation that failed, or did not finish in time.
+enum Late<E> {
+    Failed(E),
+    After(Duration),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for Late<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Late::Failed(e) => e.fmt(f),
+            Late::After(d) => write!(f, "no answer from the broker in {d:?}"),
+        }
+    }
+}
+
+/// `op.timed().await.or_late()`: `op` with [`BROKER_TIMEOUT`] as its deadline.
+trait Deadline: IntoFuture + Sized {
+    fn timed(self) -> tokio::time::Timeout<Self::IntoFuture> {
+        tokio::time::timeout(BROKER_TIMEOUT, self)
+    }
+}
+
+impl<F: IntoFuture> Deadline for F {}
+
+trait OrLate<T, E> {
+    fn or_late(self) -> Result<T, Late<E>>;
+}
+
+impl<T, E> OrLate<T, E> for Result<Result<T, E>, tokio::time::error::Elapsed> {
+    fn or_late(self) -> Result<T, Late<E>> {
+        match self {
+            Ok(r) => r.map_err(Late::Failed),
+            Err(_) => Err(Late::After(BROKER_TIMEOUT)),
+        }
+    }
 }
 
 /// One `amqp` connection entry and its two pools.
@@ -93,11 +146,34 @@ impl AmqpBroker {
             &self.config.uri,
             ConnectionProperties::default().with_connection_name("decoy".into()),
         )
+        .timed()
         .await
+        .or_late()
         .map_err(|e| err(&format!("cannot connect to {}", self.shown), e))?;
         let conn = Arc::new(conn);
         *slot = Some(conn.clone());
         Ok(conn)
+    }
+
+    /// A new channel on the pooled connection at `slot`. When the connection cannot
+    /// open one (it says it is connected but does not answer, as after a broker
+    /// restart), it is dropped from the pool, so the next attempt connects afresh.
+    async fn channel(
+        &self,
+        pool: &[AsyncMutex<Option<Arc<Connection>>>],
+        index: usize,
+    ) -> Result<Channel, BrokerError> {
+        let conn = self.connection(pool, index).await?;
+        match conn.create_channel().timed().await.or_late() {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                let mut slot = pool[index % pool.len()].lock().await;
+                if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                    *slot = None;
+                }
+                Err(err("cannot open a channel", e))
+            }
+        }
     }
 }
 
@@ -112,11 +188,7 @@ impl Broker for AmqpBroker {
         index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
         Box::pin(async move {
-            let conn = self.connection(&self.read, index).await?;
-            let channel = conn
-                .create_channel()
-                .await
-                .map_err(|e| err("cannot open a channel", e))?;
+            let channel = self.channel(&self.read, index).await?;
             let queue = if from.topic {
                 // A topic is a binding pattern on `amq.topic`. The mapping's receivers
                 // share one queue bound to it (each publication is answered once), which
@@ -131,7 +203,9 @@ impl Broker for AmqpBroker {
                         },
                         FieldTable::default(),
                     )
+                    .timed()
                     .await
+                    .or_late()
                     .map_err(|e| err(&format!("cannot declare {queue:?} for {from}"), e))?;
                 channel
                     .queue_bind(
@@ -141,7 +215,9 @@ impl Broker for AmqpBroker {
                         QueueBindOptions::default(),
                         FieldTable::default(),
                     )
+                    .timed()
                     .await
+                    .or_late()
                     .map_err(|e| err(&format!("cannot bind {queue:?} to {from}"), e))?;
                 queue
             } else {
@@ -158,13 +234,17 @@ impl Broker for AmqpBroker {
                         },
                         FieldTable::default(),
                     )
+                    .timed()
                     .await
+                    .or_late()
                     .map_err(|e| err(&format!("queue {queue:?} is not available"), e))?;
                 queue
             };
             channel
                 .basic_qos(self.config.prefetch, BasicQosOptions::default())
+                .timed()
                 .await
+                .or_late()
                 .map_err(|e| err("basic.qos", e))?;
             let consumer = channel
                 .basic_consume(
@@ -173,7 +253,9 @@ impl Broker for AmqpBroker {
                     BasicConsumeOptions::default(),
                     FieldTable::default(),
                 )
+                .timed()
                 .await
+                .or_late()
                 .map_err(|e| err(&format!("cannot consume from {queue:?}"), e))?;
             Ok(Box::new(AmqpReceiver {
                 _channel: channel,
@@ -185,16 +267,48 @@ impl Broker for AmqpBroker {
 
     fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>> {
         Box::pin(async move {
-            let conn = self.connection(&self.write, index).await?;
-            let channel = conn
-                .create_channel()
-                .await
-                .map_err(|e| err("cannot open a channel", e))?;
+            let mut channels = Vec::with_capacity(2);
+            for _ in 0..2 {
+                let channel = self.channel(&self.write, index).await?;
+                channel
+                    .confirm_select(ConfirmSelectOptions::default())
+                    .timed()
+                    .await
+                    .or_late()
+                    .map_err(|e| err("confirm.select", e))?;
+                channels.push(channel);
+            }
+            let (Some(alone), Some(channel)) = (channels.pop(), channels.pop()) else {
+                return Err(BrokerError::new("no channel"));
+            };
+            Ok(Box::new(AmqpSender {
+                channel,
+                alone: AsyncMutex::new(alone),
+            }) as Box<dyn Sender>)
+        })
+    }
+
+    /// Declares `queue` durable (a classic queue, no arguments) on a channel of its
+    /// own. Called when a message for it came back unroutable, so it does not exist;
+    /// declaring an existing queue with the same settings is a no-op.
+    fn declare_queue<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(async move {
+            let channel = self.channel(&self.write, 0).await?;
             channel
-                .confirm_select(ConfirmSelectOptions::default())
+                .queue_declare(
+                    queue.into(),
+                    QueueDeclareOptions {
+                        durable: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .timed()
                 .await
-                .map_err(|e| err("confirm.select", e))?;
-            Ok(Box::new(AmqpSender { channel }) as Box<dyn Sender>)
+                .or_late()
+                .map_err(|e| err(&format!("cannot declare queue {queue:?}"), e))?;
+            let _ = channel.close(200, "declared".into()).timed().await;
+            Ok(())
         })
     }
 }
@@ -215,6 +329,7 @@ impl Receiver for AmqpReceiver {
                         acker: d.acker,
                         queue: self.queue.clone(),
                         message,
+                        settled: false,
                     }) as Box<dyn Delivery>))
                 }
                 Some(Err(e)) => Err(err("consumer failed", e)),
@@ -230,6 +345,32 @@ struct AmqpDelivery {
     acker: lapin::Acker,
     queue: String,
     message: Message,
+    settled: bool,
+}
+
+/// A delivery dropped unsettled (its handling panicked) goes back to its queue now,
+/// instead of staying unacknowledged until its channel closes.
+impl Drop for AmqpDelivery {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        tracing::warn!(
+            "a request on {} was dropped before it was settled; it goes back to its queue",
+            self.queue
+        );
+        let acker = self.acker.clone();
+        runtime.spawn(async move {
+            let requeue = BasicNackOptions {
+                requeue: true,
+                ..BasicNackOptions::default()
+            };
+            let _ = acker.nack(requeue).await;
+        });
+    }
 }
 
 impl Delivery for AmqpDelivery {
@@ -241,31 +382,46 @@ impl Delivery for AmqpDelivery {
         &self.queue
     }
 
-    fn settle(self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+    fn settle(mut self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+        self.settled = true;
         Box::pin(async move {
-            let done = match how {
-                Settle::Ack => self.acker.ack(BasicAckOptions::default()).await,
-                Settle::Requeue => {
-                    self.acker
-                        .nack(BasicNackOptions {
-                            requeue: true,
-                            ..BasicNackOptions::default()
-                        })
-                        .await
-                }
-                Settle::Reject => {
-                    self.acker
-                        .reject(BasicRejectOptions { requeue: false })
-                        .await
+            let settle = async {
+                match how {
+                    Settle::Ack => self.acker.ack(BasicAckOptions::default()).await,
+                    Settle::Requeue => {
+                        self.acker
+                            .nack(BasicNackOptions {
+                                requeue: true,
+                                ..BasicNackOptions::default()
+                            })
+                            .await
+                    }
+                    Settle::Reject => {
+                        self.acker
+                            .reject(BasicRejectOptions { requeue: false })
+                            .await
+                    }
                 }
             };
+            let done = settle.timed().await.or_late();
             done.map(|_| ()).map_err(|e| err("settling a delivery", e))
         })
     }
 }
 
+/// Publishes on channels in confirm mode.
+///
+/// A message published with `mandatory` to a queue that does not exist comes back
+/// (basic.return) before its confirm, and lapin hands it to whichever confirm of the
+/// channel completes next, which with several publishes in flight may be another
+/// message's (a persistent message's confirm waits for the disk, a return does not).
+/// For replies that does not matter (returned or not, the request is acknowledged),
+/// so they share `channel`, several in flight. A message whose fate depends on it
+/// (a move to the unmatched queue, kept when returned) goes on `alone`, one at a time,
+/// so its return is its own.
 struct AmqpSender {
     channel: Channel,
+    alone: AsyncMutex<Channel>,
 }
 
 impl Sender for AmqpSender {
@@ -273,44 +429,74 @@ impl Sender for AmqpSender {
         &'a self,
         to: &'a Destination,
         message: Message,
-    ) -> BoxFuture<'a, Result<(), BrokerError>> {
-        // A queue through the default exchange; a topic through `amq.topic`, where a
-        // publication nobody subscribed to is normal rather than an error.
-        let (exchange, queue) = if to.topic {
-            (TOPIC_EXCHANGE, to.name.as_str())
-        } else {
-            ("", to.name.as_str())
-        };
+    ) -> BoxFuture<'a, Result<Put, BrokerError>> {
+        Box::pin(publish(&self.channel, to, message))
+    }
+
+    fn send_alone<'a>(
+        &'a self,
+        to: &'a Destination,
+        message: Message,
+    ) -> BoxFuture<'a, Result<Put, BrokerError>> {
         Box::pin(async move {
-            let confirm = self
-                .channel
-                .basic_publish(
-                    exchange.into(),
-                    queue.into(),
-                    BasicPublishOptions {
-                        mandatory: !to.topic,
-                        ..BasicPublishOptions::default()
-                    },
-                    &message.body,
-                    to_amqp(&message),
-                )
-                .await
-                .map_err(|e| err("basic.publish", e))?
-                .await
-                .map_err(|e| err("waiting for the publisher confirm", e))?;
-            if confirm.is_nack() {
-                return Err(BrokerError::new(format!(
-                    "the broker refused the message for {queue:?}"
-                )));
-            }
-            if confirm.take_message().is_some() {
-                // Unroutable: no queue of that name. Retrying would loop forever, so
-                // the reply is dropped with a warning and the request acknowledged.
-                tracing::warn!("the reply to {queue:?} was returned by the broker: no such queue");
-            }
-            Ok(())
+            let alone = self.alone.lock().await;
+            publish(&alone, to, message).await
         })
     }
+}
+
+/// Publishes `message` to `to` and waits for its confirm.
+async fn publish(
+    channel: &Channel,
+    to: &Destination,
+    message: Message,
+) -> Result<Put, BrokerError> {
+    // A queue through the default exchange; a topic through `amq.topic`, where a
+    // publication nobody subscribed to is normal rather than an error.
+    let (exchange, queue) = if to.topic {
+        (TOPIC_EXCHANGE, to.name.as_str())
+    } else {
+        ("", to.name.as_str())
+    };
+    let confirm = channel
+        .basic_publish(
+            exchange.into(),
+            queue.into(),
+            BasicPublishOptions {
+                mandatory: !to.topic,
+                ..BasicPublishOptions::default()
+            },
+            &message.body,
+            to_amqp(&message),
+        )
+        .timed()
+        .await
+        .or_late()
+        .map_err(|e| err("basic.publish", e))?;
+    let confirm = match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
+        Ok(c) => c.map_err(|e| err("waiting for the publisher confirm", e))?,
+        Err(_) => {
+            return Err(BrokerError::new(format!(
+                "no publisher confirm in {CONFIRM_TIMEOUT:?}"
+            )));
+        }
+    };
+    if confirm.is_nack() {
+        return Err(BrokerError::new(format!(
+            "the broker refused the message for {queue:?}"
+        )));
+    }
+    if let Some(returned) = confirm.take_message() {
+        // Unroutable: no queue of that name. The runtime decides (a reply is
+        // dropped with a warning, an unmatched message is kept).
+        tracing::debug!(
+            "the broker returned a message for {:?}: {}",
+            returned.delivery.routing_key.as_str(),
+            returned.reply_text.as_str()
+        );
+        return Ok(Put::NoSuchQueue);
+    }
+    Ok(Put::Done)
 }
 
 fn text_of(v: &AMQPValue) -> String {
@@ -351,11 +537,15 @@ fn from_amqp(p: &BasicProperties, body: Vec<u8>) -> Message {
         reply_to_manager: None,
         format: p.content_type().as_ref().map(|s| s.as_str().to_owned()),
         message_type: p.kind().as_ref().map(|s| s.as_str().to_owned()),
+        persistent: *p.delivery_mode() == Some(PERSISTENT),
     }
 }
 
 fn to_amqp(m: &Message) -> BasicProperties {
     let mut p = BasicProperties::default();
+    if m.persistent {
+        p = p.with_delivery_mode(PERSISTENT);
+    }
     if !m.properties.is_empty() {
         let mut headers = FieldTable::default();
         for (k, v) in &m.properties {

@@ -5,7 +5,9 @@
 //!   names), parsed with the same error style as HTTP mappings.
 //! - [`transport`]: the small broker interface (receive, settle, send).
 //! - [`runtime`]: receivers, the bounded hand-off, senders; matching, delays,
-//!   at-least-once settlement, reconnects, draining on shutdown.
+//!   at-least-once settlement, reconnects, supervised tasks, draining on shutdown.
+//! - [`incidents`]: what went wrong while serving (a task that panicked, an
+//!   unmatched queue that cannot be created), for `/__admin/problems`.
 //! - [`amqp`]: RabbitMQ and other AMQP 0-9-1 brokers, with `lapin`.
 //! - [`ibmmq`]: IBM MQ through the MQI, with `mqi` and the client library loaded at
 //!   run time.
@@ -15,6 +17,7 @@ pub mod amqp;
 pub mod config;
 #[cfg(feature = "ibmmq")]
 pub mod ibmmq;
+pub mod incidents;
 pub mod memory;
 pub mod runtime;
 pub mod transport;
@@ -28,6 +31,7 @@ use anyhow::bail;
 use config::{ConnectionKind, MqLoad};
 use decoy_core::mapping::load::Problem;
 use decoy_core::metrics::{MappingStats, Metrics};
+use incidents::Incidents;
 use runtime::MqRuntime;
 use transport::Broker;
 
@@ -46,6 +50,8 @@ pub struct MqService {
     running: Mutex<Option<MqRuntime>>,
     stats: Mutex<HashMap<Arc<str>, Arc<MappingStats>>>,
     problems: Mutex<(Vec<Problem>, Vec<Problem>)>,
+    /// What went wrong while serving (listed with the file problems).
+    incidents: Arc<Incidents>,
     /// Where `response.transformers` names resolve (shared with the HTTP side).
     plugins: Option<Arc<decoy_plugin_host::Plugins>>,
     /// Sends mappings' webhooks (shared with the HTTP side).
@@ -71,6 +77,7 @@ impl MqService {
             running: Mutex::new(None),
             stats: Mutex::new(HashMap::new()),
             problems: Mutex::new((load.problems.clone(), load.warnings.clone())),
+            incidents: Arc::default(),
         });
         let runtime = service.runtime_for(load)?;
         *lock(&service.running) = runtime;
@@ -130,6 +137,7 @@ impl MqService {
                 ConnectionKind::IbmMq(_) => metrics.ibm_mq.clone(),
             },
             self.webhooks.clone(),
+            self.incidents.clone(),
         )))
     }
 
@@ -157,6 +165,8 @@ impl MqService {
                 return;
             }
         };
+        // What went wrong with the old mappings is not said of the new ones.
+        self.incidents.clear();
         let old = std::mem::replace(&mut *lock(&self.running), new);
         // The old runtime drains in the background (delayed replies may take a
         // while), so the watcher goes on with HTTP reloads meanwhile.
@@ -166,9 +176,12 @@ impl MqService {
         tracing::info!("MQ mappings reloaded: {count} live");
     }
 
-    /// Current problems and warnings of the MQ files.
+    /// Current problems and warnings of the MQ files, and what went wrong while
+    /// serving them since they were last loaded.
     pub fn problems(&self) -> (Vec<Problem>, Vec<Problem>) {
-        lock(&self.problems).clone()
+        let (mut problems, warnings) = lock(&self.problems).clone();
+        problems.extend(self.incidents.problems());
+        (problems, warnings)
     }
 
     /// Stops receiving and sends the replies in flight.

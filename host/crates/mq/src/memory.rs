@@ -5,14 +5,14 @@
 //! a request is acknowledged only after its reply was put; a failed put puts the
 //! request back; an unmatched request is never dropped.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
 };
 
 #[derive(Debug, Default)]
@@ -20,6 +20,8 @@ struct Queues {
     ready: HashMap<String, VecDeque<Message>>,
     /// Every settlement, in order: (queue, message body, how).
     settled: Vec<(String, bytes::Bytes, Settle)>,
+    /// Queues that do not exist: a message for one comes back [`Put::NoSuchQueue`].
+    missing: HashSet<String>,
 }
 
 #[derive(Debug, Default)]
@@ -28,6 +30,19 @@ pub struct MemoryBroker {
     arrived: Notify,
     /// The next this many sends fail (to test redelivery).
     pub fail_sends: AtomicUsize,
+    /// The next this many sends, receives and new senders panic (to test that the
+    /// runtime's tasks survive a bug).
+    pub panic_sends: AtomicUsize,
+    pub panic_receives: AtomicUsize,
+    pub panic_senders: AtomicUsize,
+    /// `declare_queue` fails, as on a broker whose clients cannot create queues.
+    pub refuse_declare: AtomicBool,
+}
+
+/// Takes one from `n` when it is not zero: whether this call should misbehave.
+fn take_one(n: &AtomicUsize) -> bool {
+    n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
 }
 
 impl MemoryBroker {
@@ -74,12 +89,46 @@ impl MemoryBroker {
     pub fn settlements(&self) -> Vec<(String, bytes::Bytes, Settle)> {
         self.lock().settled.clone()
     }
+
+    /// Makes `queue` not exist (until declared).
+    pub fn remove_queue(&self, queue: &str) {
+        let mut q = self.lock();
+        q.ready.remove(queue);
+        q.missing.insert(queue.to_owned());
+    }
 }
 
 struct MemoryDelivery {
     broker: Arc<MemoryBroker>,
     queue: String,
     message: Message,
+    settled: bool,
+}
+
+impl MemoryDelivery {
+    fn record(&mut self, how: Settle) {
+        self.settled = true;
+        let mut q = self.broker.lock();
+        q.settled
+            .push((self.queue.clone(), self.message.body.clone(), how));
+        if how == Settle::Requeue {
+            q.ready
+                .entry(self.queue.clone())
+                .or_default()
+                .push_front(self.message.clone());
+            drop(q);
+            self.broker.arrived.notify_waiters();
+        }
+    }
+}
+
+/// Dropped unsettled: put back, as the AMQP and IBM MQ adapters do.
+impl Drop for MemoryDelivery {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.record(Settle::Requeue);
+        }
+    }
 }
 
 impl Delivery for MemoryDelivery {
@@ -91,19 +140,9 @@ impl Delivery for MemoryDelivery {
         &self.queue
     }
 
-    fn settle(self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+    fn settle(mut self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
         Box::pin(async move {
-            let mut q = self.broker.lock();
-            q.settled
-                .push((self.queue.clone(), self.message.body.clone(), how));
-            if how == Settle::Requeue {
-                q.ready
-                    .entry(self.queue.clone())
-                    .or_default()
-                    .push_front(self.message.clone());
-                drop(q);
-                self.broker.arrived.notify_waiters();
-            }
+            self.record(how);
             Ok(())
         })
     }
@@ -117,6 +156,9 @@ struct MemoryReceiver {
 impl Receiver for MemoryReceiver {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<Box<dyn Delivery>>, BrokerError>> {
         Box::pin(async move {
+            if take_one(&self.broker.panic_receives) {
+                panic!("a receive panicked (test)");
+            }
             loop {
                 let notified = self.broker.arrived.notified();
                 let next = self
@@ -130,6 +172,7 @@ impl Receiver for MemoryReceiver {
                         broker: self.broker.clone(),
                         queue: self.queue.clone(),
                         message,
+                        settled: false,
                     }) as Box<dyn Delivery>));
                 }
                 notified.await;
@@ -147,19 +190,21 @@ impl Sender for MemorySender {
         &'a self,
         to: &'a Destination,
         message: Message,
-    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+    ) -> BoxFuture<'a, Result<Put, BrokerError>> {
         Box::pin(async move {
-            let fail = self
-                .broker
-                .fail_sends
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-            if fail {
+            if take_one(&self.broker.panic_sends) {
+                panic!("a send panicked (test)");
+            }
+            if take_one(&self.broker.fail_sends) {
                 return Err(BrokerError::new("put refused (test)"));
             }
             // A topic is a queue named `topic NAME` here: one subscriber, no fan-out.
-            self.broker.put(&to.to_string(), message);
-            Ok(())
+            let name = to.to_string();
+            if self.broker.lock().missing.contains(&name) {
+                return Ok(Put::NoSuchQueue);
+            }
+            self.broker.put(&name, message);
+            Ok(Put::Done)
         })
     }
 }
@@ -189,9 +234,22 @@ impl Broker for Shared {
 
     fn sender(&self, _index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>> {
         Box::pin(async move {
+            if take_one(&self.0.panic_senders) {
+                panic!("opening a sender panicked (test)");
+            }
             Ok(Box::new(MemorySender {
                 broker: self.0.clone(),
             }) as Box<dyn Sender>)
+        })
+    }
+
+    fn declare_queue<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(async move {
+            if self.0.refuse_declare.load(Ordering::SeqCst) {
+                return Err(BrokerError::new("cannot create queues (test)"));
+            }
+            self.0.lock().missing.remove(queue);
+            Ok(())
         })
     }
 }

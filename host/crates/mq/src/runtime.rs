@@ -13,20 +13,33 @@
 //! confirmed by the broker. A failed put puts the request back; a lost connection is
 //! re-established with backoff (1/10 s doubling to 5 s) and the broker redelivers what
 //! was not acknowledged. An unmatched message goes to the connection's unmatched
-//! queue (through the same confirmed path) or is rejected, never dropped.
+//! queue (through the same confirmed path; the queue is declared when the broker says
+//! it does not exist, and when it cannot be, the message goes back to its queue after
+//! a pause) or is rejected, never dropped.
+//!
+//! Tasks are supervised, so a bug cannot stop a queue for good. A message's handling
+//! (matching, building the reply, its delay, transformer plugins) runs under
+//! `catch_unwind`: a panic there sends that message the unmatched way. A receiver or
+//! sender task that panics elsewhere is started again after a pause (backoff as for
+//! reconnects); a reply whose put panicked is dropped unsettled, which puts its
+//! request back on its queue. Each panic is counted (`decoy_mq_panics_total`) and
+//! listed by `/__admin/problems` ([`Incidents`]).
 //!
 //! A mapping's webhooks (`serveEventListeners`) are handed to the [`WebhookSink`] once
 //! its reply was confirmed, with the request message as their templates' request.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
 use tokio::sync::{Semaphore, mpsc, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::{JoinError, JoinHandle, JoinSet};
 
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
-use super::transport::{Broker, Delivery, Destination, Message, Sender, Settle};
+use super::incidents::{Incidents, panic_message};
+use super::transport::{Broker, Delivery, Destination, Message, Put, Sender, Settle};
 use decoy_core::metrics::{MappingStats, TransportMetrics};
 use decoy_core::webhooks::{Fired, WebhookSink};
 use decoy_matching::pattern::Actual;
@@ -41,6 +54,11 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown waits for in-flight replies.
 const DRAIN: Duration = Duration::from_secs(10);
+/// How long an unmatched message whose queue neither exists nor can be declared is
+/// held before it goes back to its queue (so it does not circle at full speed).
+const UNMATCHED_RETRY: Duration = Duration::from_secs(1);
+/// A task that ran this long before panicking restarts after the shortest pause.
+const STABLE: Duration = Duration::from_secs(60);
 
 /// The mappings listening on one queue, best first.
 #[derive(Debug)]
@@ -51,9 +69,52 @@ struct QueueService {
     metrics: Arc<TransportMetrics>,
     /// Where mappings' webhooks go (`None`: they are not sent).
     webhooks: Option<Arc<dyn WebhookSink>>,
+    incidents: Arc<Incidents>,
+}
+
+/// Which task of a queue panicked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Task {
+    Receiver,
+    Sender,
 }
 
 impl QueueService {
+    /// Counts and reports a panic caught in one of this queue's tasks.
+    fn panicked(&self, task: Task, panic: &(dyn std::any::Any + Send), outcome: &str) {
+        let detail = panic_message(panic);
+        let (name, counter) = match task {
+            Task::Receiver => ("receiver", &self.metrics.receiver_panics),
+            Task::Sender => ("sender", &self.metrics.sender_panics),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            "a {name} of {} panicked: {detail:?}; {outcome} (a bug in decoy: please report it)",
+            self.queue
+        );
+        if let Some((m, _)) = self.mappings.first() {
+            self.incidents.record(
+                m,
+                format!("a {name} of queue {} panicked", self.queue),
+                outcome,
+                &detail,
+            );
+        }
+    }
+
+    /// A finished reply task: reports it when it panicked.
+    fn joined(&self, r: Result<(), JoinError>) {
+        if let Err(e) = r
+            && e.is_panic()
+        {
+            self.panicked(
+                Task::Sender,
+                &*e.into_panic(),
+                "its request went back to its queue",
+            );
+        }
+    }
+
     fn find(&self, m: &Message) -> Option<&(Arc<MqMapping>, Arc<MappingStats>)> {
         let text = String::from_utf8_lossy(&m.body);
         let body = Actual::body(&text, &m.body);
@@ -89,6 +150,7 @@ pub fn reply_for(mapping: &MqMapping, request: &Message) -> Message {
         reply_to_manager: None,
         format: Some(mapping.response.format.clone()),
         message_type: Some("reply".into()),
+        persistent: request.persistent,
     }
 }
 
@@ -166,13 +228,15 @@ pub struct MqRuntime {
 }
 
 impl MqRuntime {
-    /// Starts serving `mappings` through `brokers` (one per connection, same order).
+    /// Starts serving `mappings` through `brokers` (one per connection, same order);
+    /// what goes wrong while serving is kept in `incidents`.
     pub fn start(
         connections: &[Connection],
         brokers: Vec<Arc<dyn Broker>>,
         mappings: Vec<(Arc<MqMapping>, Arc<MappingStats>)>,
         metrics_for: impl Fn(&Connection) -> Arc<TransportMetrics>,
         webhooks: Option<Arc<dyn WebhookSink>>,
+        incidents: Arc<Incidents>,
     ) -> MqRuntime {
         let (stop, stop_rx) = watch::channel(false);
         let mut receivers = Vec::new();
@@ -190,6 +254,7 @@ impl MqRuntime {
                         unmatched: conn.unmatched.clone(),
                         metrics: metrics_for(conn),
                         webhooks: webhooks.clone(),
+                        incidents: incidents.clone(),
                     }),
                 }
             }
@@ -216,7 +281,7 @@ impl MqRuntime {
                 for _ in 0..n_send {
                     let (tx, rx) = mpsc::channel::<Job>(HANDOFF);
                     lanes.push(tx);
-                    senders.push(tokio::spawn(send_loop(
+                    senders.push(tokio::spawn(supervise_sender(
                         broker.clone(),
                         q.clone(),
                         send_n,
@@ -225,7 +290,7 @@ impl MqRuntime {
                     send_n += 1;
                 }
                 for _ in 0..n_recv {
-                    receivers.push(tokio::spawn(receive_loop(
+                    receivers.push(tokio::spawn(supervise_receiver(
                         broker.clone(),
                         q.clone(),
                         recv_n,
@@ -270,11 +335,41 @@ async fn sleep_or_stop(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
     }
 }
 
-async fn receive_loop(
+/// Runs a receiver, and runs it again after a pause when it panics.
+async fn supervise_receiver(
     broker: Arc<dyn Broker>,
     q: Arc<QueueService>,
     index: usize,
     lanes: Vec<mpsc::Sender<Job>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut pause = BACKOFF_START;
+    loop {
+        let started = Instant::now();
+        let run = receive_loop(&*broker, &q, index, &lanes, stop.clone());
+        let Err(panic) = AssertUnwindSafe(run).catch_unwind().await else {
+            return;
+        };
+        if started.elapsed() > STABLE {
+            pause = BACKOFF_START;
+        }
+        q.panicked(
+            Task::Receiver,
+            &*panic,
+            &format!("it was restarted after {pause:?}"),
+        );
+        if sleep_or_stop(pause, &mut stop).await {
+            return;
+        }
+        pause = (pause * 2).min(BACKOFF_MAX);
+    }
+}
+
+async fn receive_loop(
+    broker: &dyn Broker,
+    q: &QueueService,
+    index: usize,
+    lanes: &[mpsc::Sender<Job>],
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = BACKOFF_START;
@@ -318,7 +413,7 @@ async fn receive_loop(
                     continue 'connect;
                 }
             };
-            let Some(job) = route(&q, delivery).await else {
+            let Some(job) = route(q, delivery).await else {
                 continue;
             };
             turn = turn.wrapping_add(1);
@@ -338,68 +433,113 @@ async fn receive_loop(
     }
 }
 
+/// What a received message gets, decided from the message alone.
+enum Decision {
+    Reply {
+        reply: Message,
+        to: Destination,
+        delay: Duration,
+        stats: Arc<MappingStats>,
+        /// The mapping's webhooks, sent once the reply is confirmed.
+        webhooks: Option<Box<Fired>>,
+    },
+    /// The unmatched queue, or a reject.
+    Unmatched,
+}
+
+/// Matches `message` and builds its reply (with its delay and transformer plugins).
+/// Synchronous and without the delivery, so a panic in it is caught per message.
+fn decide(q: &QueueService, message: &Message) -> Decision {
+    #[cfg(test)]
+    if message
+        .properties
+        .iter()
+        .any(|(k, _)| k == tests::PANIC_HOOK)
+    {
+        panic!("a message's handling panicked (test)");
+    }
+    let Some((mapping, stats)) = q.find(message) else {
+        return Decision::Unmatched;
+    };
+    let to = mapping
+        .response
+        .destination
+        .clone()
+        .or_else(|| message.reply_to.clone().map(Destination::queue));
+    let Some(mut to) = to else {
+        tracing::warn!(
+            "{} matched a message on {} that has no reply-to, and the mapping has no response.destination; treating it as unmatched",
+            mapping.label(),
+            q.queue
+        );
+        return Decision::Unmatched;
+    };
+    let mut reply = reply_for(mapping, message);
+    if mapping.response.destination.is_none() {
+        // IBM MQ: the reply goes to the queue manager the request names.
+        reply.reply_to_manager = message.reply_to_manager.clone();
+    }
+    let mut delay = mapping.response.delay();
+    if !mapping.response.transformers.is_empty()
+        && let Err(f) = transform_reply(mapping, message, &mut reply, &mut to, &mut delay)
+    {
+        tracing::warn!(
+            "{} on {}: {f}; the message goes the unmatched way",
+            mapping.label(),
+            q.queue
+        );
+        return Decision::Unmatched;
+    }
+    let webhooks = match (&mapping.webhooks, &q.webhooks) {
+        (Some(hooks), Some(_)) => Some(Box::new(Fired {
+            hooks: hooks.clone(),
+            mapping_id: mapping.id.clone(),
+            mapping: mapping.label(),
+            request: plugin_request(mapping, message),
+            after: None,
+        })),
+        _ => None,
+    };
+    Decision::Reply {
+        reply,
+        to,
+        delay,
+        stats: stats.clone(),
+        webhooks,
+    }
+}
+
 /// Decides what happens to a received message: a reply job, a move to the unmatched
-/// queue, or (returning `None`) an immediate rejection.
+/// queue, or (returning `None`) an immediate rejection. A panic while deciding sends
+/// the message the unmatched way, as a failing plugin does.
 async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
     let read_at = Instant::now();
-    let message = delivery.message();
-    match q.find(message) {
-        Some((mapping, stats)) => {
-            let to = mapping
-                .response
-                .destination
-                .clone()
-                .or_else(|| message.reply_to.clone().map(Destination::queue));
-            match to {
-                Some(mut to) => {
-                    let mut reply = reply_for(mapping, message);
-                    if mapping.response.destination.is_none() {
-                        // IBM MQ: the reply goes to the queue manager the request names.
-                        reply.reply_to_manager = message.reply_to_manager.clone();
-                    }
-                    let mut delay = mapping.response.delay();
-                    if !mapping.response.transformers.is_empty()
-                        && let Err(f) =
-                            transform_reply(mapping, message, &mut reply, &mut to, &mut delay)
-                    {
-                        tracing::warn!(
-                            "{} on {}: {f}; the message goes the unmatched way",
-                            mapping.label(),
-                            q.queue
-                        );
-                        return unmatched(q, delivery, read_at).await;
-                    }
-                    let webhooks = match (&mapping.webhooks, &q.webhooks) {
-                        (Some(hooks), Some(_)) => Some(Box::new(Fired {
-                            hooks: hooks.clone(),
-                            mapping_id: mapping.id.clone(),
-                            mapping: mapping.label(),
-                            request: plugin_request(mapping, message),
-                            after: None,
-                        })),
-                        _ => None,
-                    };
-                    Some(Job {
-                        reply,
-                        to,
-                        delay,
-                        read_at,
-                        stats: Some(stats.clone()),
-                        delivery,
-                        webhooks,
-                    })
-                }
-                None => {
-                    tracing::warn!(
-                        "{} matched a message on {} that has no reply-to, and the mapping has no response.destination; treating it as unmatched",
-                        mapping.label(),
-                        q.queue
-                    );
-                    unmatched(q, delivery, read_at).await
-                }
-            }
+    let decided = std::panic::catch_unwind(AssertUnwindSafe(|| decide(q, delivery.message())));
+    match decided {
+        Ok(Decision::Reply {
+            reply,
+            to,
+            delay,
+            stats,
+            webhooks,
+        }) => Some(Job {
+            reply,
+            to,
+            delay,
+            read_at,
+            stats: Some(stats),
+            delivery,
+            webhooks,
+        }),
+        Ok(Decision::Unmatched) => unmatched(q, delivery, read_at).await,
+        Err(panic) => {
+            q.panicked(
+                Task::Receiver,
+                &*panic,
+                "the message went the unmatched way and the receiver went on",
+            );
+            unmatched(q, delivery, read_at).await
         }
-        None => unmatched(q, delivery, read_at).await,
     }
 }
 
@@ -432,85 +572,209 @@ async fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Insta
     }
 }
 
-async fn send_loop(
+/// A sender's state that outlives a panic in its loop: the replies waiting for their
+/// confirms go on while the loop restarts.
+struct SendState {
+    sender: Option<Arc<dyn Sender>>,
+    backoff: Duration,
+    /// Set by a reply whose put failed: reconnect before the next one.
+    broken: Arc<AtomicBool>,
+    window: Arc<Semaphore>,
+    in_flight: JoinSet<()>,
+}
+
+/// Runs a sender, and runs it again after a pause when it panics. Its hand-off queue
+/// and its replies in flight are kept across the restart.
+async fn supervise_sender(
     broker: Arc<dyn Broker>,
     q: Arc<QueueService>,
     index: usize,
     mut jobs: mpsc::Receiver<Job>,
 ) {
-    let mut backoff = BACKOFF_START;
-    let mut sender: Option<Arc<dyn Sender>> = None;
-    // Set by a reply whose put failed: reconnect before the next one.
-    let broken = Arc::new(AtomicBool::new(false));
-    let window = Arc::new(Semaphore::new(IN_FLIGHT));
-    let mut in_flight = JoinSet::new();
+    let mut state = SendState {
+        sender: None,
+        backoff: BACKOFF_START,
+        broken: Arc::new(AtomicBool::new(false)),
+        window: Arc::new(Semaphore::new(IN_FLIGHT)),
+        in_flight: JoinSet::new(),
+    };
+    let mut pause = BACKOFF_START;
+    loop {
+        let started = Instant::now();
+        let run = send_loop(&broker, &q, index, &mut jobs, &mut state);
+        let Err(panic) = AssertUnwindSafe(run).catch_unwind().await else {
+            break;
+        };
+        if started.elapsed() > STABLE {
+            pause = BACKOFF_START;
+        }
+        q.panicked(
+            Task::Sender,
+            &*panic,
+            &format!(
+                "it was restarted after {pause:?}; the request it held went back to its queue"
+            ),
+        );
+        state.sender = None;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(BACKOFF_MAX);
+    }
+    // Shutdown: the replies already sent still get their confirms and acks.
+    while let Some(r) = state.in_flight.join_next().await {
+        q.joined(r);
+    }
+}
+
+async fn send_loop(
+    broker: &Arc<dyn Broker>,
+    q: &Arc<QueueService>,
+    index: usize,
+    jobs: &mut mpsc::Receiver<Job>,
+    state: &mut SendState,
+) {
     while let Some(job) = jobs.recv().await {
-        if broken.swap(false, Ordering::Relaxed) {
-            sender = None;
+        if state.broken.swap(false, Ordering::Relaxed) {
+            state.sender = None;
         }
         // (Re)connect before sending; a job waits for the broker, it is not dropped.
         let s = loop {
-            if let Some(s) = &sender {
+            if let Some(s) = &state.sender {
                 break s.clone();
             }
             match broker.sender(index).await {
                 Ok(s) => {
-                    backoff = BACKOFF_START;
-                    sender = Some(Arc::from(s));
+                    state.backoff = BACKOFF_START;
+                    state.sender = Some(Arc::from(s));
                 }
                 Err(e) => {
                     tracing::warn!(
-                        "cannot send on {}: {e}; retrying in {backoff:?}",
-                        broker.describe()
+                        "cannot send on {}: {e}; retrying in {:?}",
+                        broker.describe(),
+                        state.backoff
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    tokio::time::sleep(state.backoff).await;
+                    state.backoff = (state.backoff * 2).min(BACKOFF_MAX);
                 }
             }
         };
         // Up to IN_FLIGHT replies wait for their confirms at once; each request is
         // acknowledged when its own reply is confirmed.
-        let Ok(permit) = window.clone().acquire_owned().await else {
+        let Ok(permit) = state.window.clone().acquire_owned().await else {
             break;
         };
-        while in_flight.try_join_next().is_some() {}
-        let (q, broken) = (q.clone(), broken.clone());
-        in_flight.spawn(async move {
+        while let Some(r) = state.in_flight.try_join_next() {
+            q.joined(r);
+        }
+        let (broker, q, broken) = (broker.clone(), q.clone(), state.broken.clone());
+        state.in_flight.spawn(async move {
             let _permit = permit;
-            deliver(&*s, &q, job, &broken).await;
+            deliver(&*s, &*broker, &q, job, &broken).await;
         });
     }
-    // Shutdown: the replies already sent still get their confirms and acks.
-    while in_flight.join_next().await.is_some() {}
 }
 
 /// Puts one reply, then settles its request.
-async fn deliver(s: &dyn Sender, q: &QueueService, job: Job, broken: &AtomicBool) {
-    match s.send(&job.to, job.reply).await {
-        Ok(()) => {
-            if let Err(e) = job.delivery.settle(Settle::Ack).await {
+async fn deliver(
+    s: &dyn Sender,
+    broker: &dyn Broker,
+    q: &QueueService,
+    job: Job,
+    broken: &AtomicBool,
+) {
+    let Job {
+        delivery,
+        to,
+        reply,
+        read_at,
+        delay,
+        stats,
+        webhooks,
+    } = job;
+    // An unmatched message keeps a copy, in case its queue must be declared first.
+    let copy = stats.is_none().then(|| reply.clone());
+    let mut put = if stats.is_none() {
+        s.send_alone(&to, reply).await
+    } else {
+        s.send(&to, reply).await
+    };
+    if let (Ok(Put::NoSuchQueue), Some(copy)) = (&put, copy) {
+        put = move_unmatched(s, broker, q, &to, copy).await;
+    }
+    match put {
+        Ok(Put::Done) => {
+            if let Err(e) = delivery.settle(Settle::Ack).await {
                 // The reply went out but the ack did not: the request will be
                 // redelivered and answered again (at-least-once).
                 tracing::warn!("could not acknowledge a request on {}: {e}", q.queue);
             }
-            if let Some(stats) = &job.stats {
+            if let Some(stats) = &stats {
                 stats.served.fetch_add(1, Ordering::Relaxed);
                 q.metrics.count(true);
-                q.metrics
-                    .observe(job.read_at.elapsed().saturating_sub(job.delay));
+                q.metrics.observe(read_at.elapsed().saturating_sub(delay));
             }
-            if let (Some(fired), Some(sink)) = (job.webhooks, &q.webhooks) {
+            if let (Some(fired), Some(sink)) = (webhooks, &q.webhooks) {
                 sink.fire(*fired);
             }
         }
+        Ok(Put::NoSuchQueue) if stats.is_some() => {
+            // Putting it again could not succeed: the reply is dropped with a
+            // warning and the request acknowledged.
+            tracing::warn!("the reply to {to} was returned by the broker: no such queue");
+            let _ = delivery.settle(Settle::Ack).await;
+        }
+        Ok(Put::NoSuchQueue) => {
+            // The unmatched queue is missing and could not be declared: the message
+            // is kept on its own queue, and comes again after a pause.
+            tokio::time::sleep(UNMATCHED_RETRY).await;
+            let _ = delivery.settle(Settle::Requeue).await;
+        }
         Err(e) => {
             tracing::warn!(
-                "could not put a reply on {}: {e}; the request goes back to {}",
-                job.to,
+                "could not put a message on {to}: {e}; the request goes back to {}",
                 q.queue
             );
-            let _ = job.delivery.settle(Settle::Requeue).await;
+            let _ = delivery.settle(Settle::Requeue).await;
             broken.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// An unmatched message came back: its queue does not exist. Declares it (durable)
+/// and puts the message again; when the broker cannot create it, says so in
+/// `/__admin/problems` and returns [`Put::NoSuchQueue`].
+async fn move_unmatched(
+    s: &dyn Sender,
+    broker: &dyn Broker,
+    q: &QueueService,
+    to: &Destination,
+    message: Message,
+) -> Result<Put, super::transport::BrokerError> {
+    match broker.declare_queue(&to.name).await {
+        Ok(()) => {
+            tracing::info!(
+                "the unmatched queue {to} did not exist on {}; declared it (durable)",
+                broker.describe()
+            );
+            s.send_alone(to, message).await
+        }
+        Err(e) => {
+            tracing::warn!(
+                "a message on {} matched no mapping, and the unmatched queue {to} does not exist: {e}; it stays on {} (retried every {UNMATCHED_RETRY:?})",
+                q.queue,
+                q.queue
+            );
+            if let Some((m, _)) = q.mappings.first() {
+                q.incidents.record(
+                    m,
+                    format!(
+                        "the unmatched queue {to} of queue {} does not exist",
+                        q.queue
+                    ),
+                    &format!("unmatched messages stay on {} until it does", q.queue),
+                    &e.to_string(),
+                );
+            }
+            Ok(Put::NoSuchQueue)
         }
     }
 }
@@ -523,26 +787,37 @@ mod tests {
     use crate::memory::{MemoryBroker, Shared};
     use serde_json::json;
 
+    /// A message with this property panics while it is handled (see `decide`).
+    pub(super) const PANIC_HOOK: &str = "decoy-test-panic";
+
     /// A runtime over the in-memory broker, from MQ mapping JSON.
     fn start(
         mappings: &[serde_json::Value],
         unmatched: serde_json::Value,
     ) -> (Arc<MemoryBroker>, MqRuntime, Arc<TransportMetrics>) {
-        start_with(mappings, unmatched, None)
+        let (broker, rt, metrics, _) = start_with(MemoryBroker::new(), mappings, unmatched, None);
+        (broker, rt, metrics)
     }
 
+    /// `start` on a broker prepared by the test, with the incidents it reports.
     fn start_with(
+        broker: Arc<MemoryBroker>,
         mappings: &[serde_json::Value],
         unmatched: serde_json::Value,
         webhooks: Option<Arc<dyn WebhookSink>>,
-    ) -> (Arc<MemoryBroker>, MqRuntime, Arc<TransportMetrics>) {
+    ) -> (
+        Arc<MemoryBroker>,
+        MqRuntime,
+        Arc<TransportMetrics>,
+        Arc<Incidents>,
+    ) {
         let mut conn = json!({"connectionId": "mem", "connectionData": {"type": "amqp", "uri": "amqp://unused"}});
         if !unmatched.is_null() {
             conn["connectionData"]["unmatched"] = unmatched;
         }
         let load = config::load_for_test(&conn, mappings);
-        let broker = MemoryBroker::new();
         let metrics = Arc::new(TransportMetrics::default());
+        let incidents = Arc::new(Incidents::default());
         let m = metrics.clone();
         let rt = MqRuntime::start(
             &load.connections,
@@ -553,8 +828,22 @@ mod tests {
                 .collect(),
             move |_| m.clone(),
             webhooks,
+            incidents.clone(),
         );
-        (broker, rt, metrics)
+        (broker, rt, metrics, incidents)
+    }
+
+    /// The problems `incidents` would add to `/__admin/problems`, as text.
+    fn listed(incidents: &Incidents) -> Vec<String> {
+        incidents
+            .problems()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    fn echo(queue: &str) -> serde_json::Value {
+        json!({"mappingId": "echo", "request": {"destination": queue}, "response": {"text": "done"}})
     }
 
     fn request(body: &str, reply_to: &str) -> Message {
@@ -644,7 +933,8 @@ mod tests {
     async fn a_confirmed_reply_hands_the_mappings_webhooks_to_the_sink_and_an_unmatched_message_does_not()
      {
         let kept = Arc::new(Kept::default());
-        let (broker, rt, _) = start_with(
+        let (broker, rt, _, _) = start_with(
+            MemoryBroker::new(),
             &[
                 json!({"request": {"destination": "Q", "bodyMatcher": {"equalTo": "ping"}}, "response": {"text": "pong"},
                      "serveEventListeners": [{"name": "webhook", "parameters": {"method": "POST", "url": "http://127.0.0.1:9/done", "body": "done"}}]}),
@@ -766,5 +1056,128 @@ mod tests {
         );
         assert_eq!(metrics.matched_total(), 1000);
         assert!(broker.settlements().iter().all(|s| s.2 == Settle::Ack));
+    }
+
+    #[tokio::test]
+    async fn a_panic_while_handling_a_message_sends_it_the_unmatched_way_and_the_receiver_goes_on()
+    {
+        let (broker, rt, metrics, incidents) = start_with(
+            MemoryBroker::new(),
+            &[echo("Q")],
+            json!({"queue": "UNMATCHED"}),
+            None,
+        );
+        let mut bad = request("boom", "R");
+        bad.properties.push((PANIC_HOOK.into(), "yes".into()));
+        broker.put("Q", bad);
+        let moved = broker.take("UNMATCHED").await.expect("moved, not lost");
+        assert_eq!(&moved.body[..], b"boom");
+        broker.put("Q", request("fine", "R"));
+        assert_eq!(
+            &broker.take("R").await.expect("still served").body[..],
+            b"done"
+        );
+        rt.shutdown().await;
+        assert_eq!(metrics.receiver_panics.load(Ordering::Relaxed), 1);
+        let listed = listed(&incidents);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert!(
+            listed[0].contains("mapping #0 (id echo): a receiver of queue Q panicked (once, last: \"a message's handling panicked (test)\"); the message went the unmatched way"),
+            "{listed:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_receiver_that_panics_is_restarted_and_its_queue_is_served_again() {
+        let broker = MemoryBroker::new();
+        broker.panic_receives.store(2, Ordering::SeqCst);
+        let (broker, rt, metrics, incidents) =
+            start_with(broker, &[echo("Q")], serde_json::Value::Null, None);
+        broker.put("Q", request("work", "R"));
+        assert_eq!(
+            &broker
+                .take("R")
+                .await
+                .expect("answered after the restarts")
+                .body[..],
+            b"done"
+        );
+        rt.shutdown().await;
+        assert_eq!(metrics.receiver_panics.load(Ordering::Relaxed), 2);
+        let listed = listed(&incidents);
+        assert!(
+            listed.len() == 1
+                && listed[0].contains("a receiver of queue Q panicked (2 times, last: \"a receive panicked (test)\"); it was restarted after 200ms"),
+            "{listed:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sender_that_panics_is_restarted_and_the_request_it_held_is_answered_when_it_comes_again()
+     {
+        let broker = MemoryBroker::new();
+        // One panic in the sender's loop (opening its sender), one in a reply's put.
+        broker.panic_senders.store(1, Ordering::SeqCst);
+        broker.panic_sends.store(1, Ordering::SeqCst);
+        let (broker, rt, metrics, incidents) =
+            start_with(broker, &[echo("Q")], serde_json::Value::Null, None);
+        broker.put("Q", request("work", "R"));
+        assert_eq!(&broker.take("R").await.expect("answered").body[..], b"done");
+        rt.shutdown().await;
+        assert_eq!(metrics.sender_panics.load(Ordering::Relaxed), 2);
+        let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
+        assert_eq!(how, [Settle::Requeue, Settle::Requeue, Settle::Ack]);
+        assert_eq!(broker.depth("R"), 0, "answered once");
+        let listed = listed(&incidents);
+        assert!(
+            listed.len() == 1 && listed[0].contains("a sender of queue Q panicked (2 times"),
+            "{listed:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unmatched_message_whose_queue_is_missing_is_kept_declaring_the_queue_or_waiting() {
+        let ping = json!({"request": {"destination": "Q", "bodyMatcher": {"equalTo": "ping"}}, "response": {"text": "pong"}});
+        // The broker can create the queue: decoy declares it and moves the message.
+        let broker = MemoryBroker::new();
+        broker.remove_queue("LOST");
+        let (broker, rt, _, incidents) =
+            start_with(broker, &[ping.clone()], json!({"queue": "LOST"}), None);
+        broker.put("Q", request("stray", "R"));
+        let moved = broker
+            .take("LOST")
+            .await
+            .expect("moved to the declared queue");
+        assert_eq!(&moved.body[..], b"stray");
+        rt.shutdown().await;
+        assert!(listed(&incidents).is_empty());
+
+        // It cannot (IBM MQ): the message stays on its queue and is reported.
+        let broker = MemoryBroker::new();
+        broker.remove_queue("LOST");
+        broker.refuse_declare.store(true, Ordering::SeqCst);
+        let (broker, rt, _, incidents) =
+            start_with(broker, &[ping.clone()], json!({"queue": "LOST"}), None);
+        broker.put("Q", request("stray", "R"));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !broker.settlements().iter().any(|s| s.2 == Settle::Requeue)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        rt.shutdown().await;
+        assert!(
+            broker.settlements().iter().all(|s| s.2 == Settle::Requeue),
+            "never acknowledged: {:?}",
+            broker.settlements()
+        );
+        assert_eq!(broker.depth("Q"), 1, "back on its queue");
+        let listed = listed(&incidents);
+        assert!(
+            listed.len() == 1
+                && listed[0].contains("the unmatched queue LOST of queue Q does not exist")
+                && listed[0].contains("unmatched messages stay on Q until it does"),
+            "{listed:?}"
+        );
     }
 }

@@ -41,6 +41,10 @@ pub struct Message {
     pub format: Option<String>,
     /// MQ: MQMT_REQUEST, MQMT_REPLY...; AMQP: the `type` property. Informational.
     pub message_type: Option<String>,
+    /// Kept across a broker restart: AMQP delivery mode 2, MQ MQPER_PERSISTENT. A
+    /// reply has its request's, so a persistent request never gets a reply that a
+    /// restart can lose.
+    pub persistent: bool,
 }
 
 /// A queue, or a topic (publish/subscribe), by name.
@@ -89,7 +93,9 @@ pub enum Settle {
     Reject,
 }
 
-/// A received message that must be settled once.
+/// A received message that must be settled once. One dropped unsettled (its handling
+/// panicked) is put back on its queue by the broker adapter, as a requeue, so it is
+/// answered when it comes again rather than held until its connection closes.
 pub trait Delivery: Send {
     fn message(&self) -> &Message;
     /// The queue (or topic subscription) it came from.
@@ -103,14 +109,34 @@ pub trait Receiver: Send {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<Box<dyn Delivery>>, BrokerError>>;
 }
 
+/// What became of a message the broker accepted to look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    /// On its queue (confirmed).
+    Done,
+    /// Returned: no queue of that name (AMQP: unroutable with `mandatory`; MQ:
+    /// MQRC_UNKNOWN_OBJECT_NAME). Putting it again as it is could not succeed.
+    NoSuchQueue,
+}
+
 /// Puts messages on queues; `send` resolves once the broker has taken the message
-/// (AMQP publisher confirm, MQ put completed).
+/// (AMQP publisher confirm, MQ put completed) or said there is no such queue.
 pub trait Sender: Send + Sync {
     fn send<'a>(
         &'a self,
         to: &'a Destination,
         message: Message,
-    ) -> BoxFuture<'a, Result<(), BrokerError>>;
+    ) -> BoxFuture<'a, Result<Put, BrokerError>>;
+    /// As `send`, for a message whose [`Put::NoSuchQueue`] must be its own for
+    /// certain (a move to the unmatched queue). AMQP puts it on a channel of its own,
+    /// one at a time; brokers that answer each put separately just `send`.
+    fn send_alone<'a>(
+        &'a self,
+        to: &'a Destination,
+        message: Message,
+    ) -> BoxFuture<'a, Result<Put, BrokerError>> {
+        self.send(to, message)
+    }
 }
 
 /// One configured broker connection (with its pools).
@@ -123,4 +149,15 @@ pub trait Broker: Send + Sync {
         index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>>;
     fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>>;
+    /// Creates `queue`, durable, when it does not exist: for the unmatched queue,
+    /// which is decoy's own, so an unmatched message is kept rather than returned.
+    /// A broker whose clients cannot create queues (IBM MQ) says so.
+    fn declare_queue<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(async move {
+            Err(BrokerError::new(format!(
+                "{} cannot create queue {queue:?}: define it on the broker",
+                self.describe()
+            )))
+        })
+    }
 }

@@ -66,7 +66,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::config::IbmMqConfig;
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
 };
 
 /// Messages one read connection may hold in an uncommitted unit of work.
@@ -122,7 +122,7 @@ pub(super) enum WriteCommand {
     Put {
         to: Destination,
         message: Message,
-        done: oneshot::Sender<Result<(), BrokerError>>,
+        done: oneshot::Sender<Result<Put, BrokerError>>,
     },
     Close,
 }
@@ -282,6 +282,20 @@ pub(super) struct MqDelivery {
     queue: String,
     uow: u64,
     settle: std_mpsc::Sender<ReadCommand>,
+    settled: bool,
+}
+
+/// A delivery dropped unsettled (its handling panicked) is settled as a backout, so
+/// its unit of work can end and the message comes again.
+impl Drop for MqDelivery {
+    fn drop(&mut self) {
+        if !self.settled {
+            let _ = self.settle.send(ReadCommand::Settled {
+                uow: self.uow,
+                how: Settle::Requeue,
+            });
+        }
+    }
 }
 
 impl Delivery for MqDelivery {
@@ -296,7 +310,8 @@ impl Delivery for MqDelivery {
     /// Tells the connection's thread, which commits when the whole unit of work is
     /// settled. Returns once told: a commit that then fails means the queue manager
     /// delivers the request again (at-least-once).
-    fn settle(self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+    fn settle(mut self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+        self.settled = true;
         let sent = self
             .settle
             .send(ReadCommand::Settled { uow: self.uow, how });
@@ -319,7 +334,7 @@ impl Sender for MqSender {
         &'a self,
         to: &'a Destination,
         message: Message,
-    ) -> BoxFuture<'a, Result<(), BrokerError>> {
+    ) -> BoxFuture<'a, Result<Put, BrokerError>> {
         let (done, is_done) = oneshot::channel();
         let sent = self.commands.send(WriteCommand::Put {
             to: to.clone(),

@@ -292,6 +292,7 @@ impl<'c, L: MqLibrary> Reader<'c, L> {
             queue: input.name.clone(),
             uow: self.uow.id,
             settle: self.me.clone(),
+            settled: false,
         };
         if input
             .deliveries
@@ -370,5 +371,6 @@ pub(super) fn message_from(body: Bytes, md: &libmqm_sys::MQMD) -> Message {
             }
             .to_owned(),
         ),
+        persistent: md.Persistence == libmqm_sys::MQPER_PERSISTENT,
     }
 }

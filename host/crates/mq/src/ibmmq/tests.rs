@@ -465,6 +465,7 @@ fn serve(fake: &Shared, mappings: &[serde_json::Value]) -> MqRuntime {
             .collect(),
         move |_| metrics.clone(),
         None,
+        Arc::default(),
     )
 }
 
@@ -498,7 +499,8 @@ fn mapping() -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_gets_its_reply_on_its_reply_to_queue_and_is_committed_after_the_put() {
     let fake = fake_with_queues(&["DEV.QUEUE.1", "DEV.QUEUE.2", "DEV.DEAD.LETTER.QUEUE"]);
-    let (md, body) = request(7, "<order id='1'/>", "DEV.QUEUE.2");
+    let (mut md, body) = request(7, "<order id='1'/>", "DEV.QUEUE.2");
+    md.Persistence = 1; // MQPER_PERSISTENT
     lock(&fake).queue("DEV.QUEUE.1").push_back((md, body));
     let rt = serve(&fake, &[mapping()]);
     until(&fake, "the commit", |f| f.log.iter().any(|l| l == "CMIT 1")).await;
@@ -534,6 +536,7 @@ async fn a_request_gets_its_reply_on_its_reply_to_queue_and_is_committed_after_t
     assert_ne!(p.md.MsgId, [7; 24]);
     assert_eq!(string(&p.md.Format), "MQSTR");
     assert_eq!(p.md.CodedCharSetId, 1208, "not the request's 819");
+    assert_eq!(p.md.Persistence, 1, "persistent, as its request");
     assert!(p.options & PMO_NO_SYNCPOINT != 0 && p.options & PMO_SYNCPOINT == 0);
     // At-least-once: the get is committed only after the reply was put.
     let put_at = f.log.iter().position(|l| l == "PUT DEV.QUEUE.2").unwrap();

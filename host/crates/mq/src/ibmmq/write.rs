@@ -67,7 +67,7 @@ pub(super) fn put<'c, L: MqLibrary>(
     open: &mut Outputs<'c, L>,
     to: &Destination,
     message: &Message,
-) -> Result<(), (BrokerError, bool)> {
+) -> Result<Put, (BrokerError, bool)> {
     let not_lost = |e: BrokerError| (e, false);
     let message_type = match message.message_type.as_deref() {
         Some("request") => constants::MQMT_REQUEST,
@@ -103,10 +103,10 @@ pub(super) fn put<'c, L: MqLibrary>(
         let object = match opened {
             Ok(o) => o.discard_warning(),
             Err(e) if unknown_destination(e.2) => {
-                // As RabbitMQ returns a message for a queue that does not exist: putting
-                // it again could not succeed, so the request is not sent back to loop.
-                tracing::warn!("a message for {to} was dropped: {e} (no such queue)");
-                return Ok(());
+                // As RabbitMQ returns a message for a queue that does not exist: the
+                // runtime decides (a reply is dropped, an unmatched message kept).
+                tracing::debug!("no queue for a message to {to}: {e}");
+                return Ok(Put::NoSuchQueue);
             }
             Err(e) => {
                 return Err((
@@ -150,8 +150,19 @@ pub(super) fn put<'c, L: MqLibrary>(
         }
         Some(p)
     };
+    // The request's persistence (MQ's convention for replies): a persistent request
+    // never gets a reply a queue manager restart can lose.
+    let persistence = if message.persistent {
+        constants::MQPER_PERSISTENT
+    } else {
+        constants::MQPER_NOT_PERSISTENT
+    };
+    // (mqi takes tuples of up to 8 options; a nested tuple is one option.)
     let options = (
-        constants::MQPMO_NO_SYNCPOINT | constants::MQPMO_FAIL_IF_QUIESCING,
+        (
+            constants::MQPMO_NO_SYNCPOINT | constants::MQPMO_FAIL_IF_QUIESCING,
+            persistence,
+        ),
         new_id,
         message_type,
         correl,
@@ -167,7 +178,7 @@ pub(super) fn put<'c, L: MqLibrary>(
     };
     let object = &open[&key];
     match object.put_message(&options, &(&message.body[..], format)) {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(Put::Done),
         Err(e) => {
             // The queue may have been deleted or put-inhibited: open it afresh next time.
             open.remove(&key);
