@@ -320,6 +320,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         started: std::time::Instant::now(),
         recorder: Default::default(),
         mq: Some(mq.clone()),
+        live: Default::default(),
     });
     let services = Arc::new(Services {
         engine: engine.clone(),
@@ -337,7 +338,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         Role::StubsAndAdmin
     };
 
-    let mut tasks = Vec::new();
+    // The dashboard's per-second figures, kept whether or not a page is open.
+    let mut tasks = vec![tokio::spawn(crate::admin::dashboard::sample(admin.clone()))];
     let mut http_addr = None;
     if !opts.disable_http {
         let listener = http::bind(&opts.bind_address, opts.port)

@@ -7,6 +7,7 @@
 //! transport sends like any other answer. Mapping changes go through the same parser
 //! as files, so they are validated the same way, with the same messages.
 
+pub mod dashboard;
 mod files;
 pub mod json;
 mod mappings;
@@ -41,6 +42,8 @@ pub struct Admin {
     pub recorder: record::Recorder,
     /// The MQ side, whose file problems `/__admin/problems` lists too.
     pub mq: Option<Arc<decoy_mq::MqService>>,
+    /// The dashboard's per-second figures (see [`dashboard`]).
+    pub live: dashboard::Live,
 }
 
 /// An admin answer.
@@ -134,6 +137,11 @@ impl Admin {
     }
 
     pub fn handle(&self, req: &AdminRequest) -> AdminReply {
+        // The dashboard's page holds no data: it is served without the token, and
+        // asks for it when its API calls are refused.
+        if let Some(page) = dashboard::asset(&req.method, &req.path) {
+            return page;
+        }
         if let Some(token) = &self.token {
             let ok = req
                 .authorization
@@ -159,6 +167,7 @@ impl Admin {
             Some((&"scenarios", rest)) => self.scenarios_route(req, rest),
             Some((&"files", rest)) => self.files_route(req, rest),
             Some((&"recordings", rest)) => self.recordings_route(req, rest),
+            Some((&"dashboard", rest)) => self.dashboard_route(req, rest),
             _ => self.system_route(req, &segments),
         };
         reply.unwrap_or_else(|| {

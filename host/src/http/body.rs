@@ -1,5 +1,6 @@
-//! The response body: the whole body at once, a dribble of chunks on a timer, or a
-//! stream that fails (how an HTTP/2 fault resets its stream).
+//! The response body: the whole body at once, a dribble of chunks on a timer, a
+//! stream that fails (how an HTTP/2 fault resets its stream), or a stream of events
+//! fed through a channel (the dashboard's live updates).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -21,6 +22,8 @@ pub enum ResponseBody {
         sleep: Option<Pin<Box<Sleep>>>,
     },
     Fail,
+    /// Chunks sent as a task produces them; ends when the task drops its sender.
+    Events(tokio::sync::mpsc::Receiver<Bytes>),
 }
 
 impl ResponseBody {
@@ -61,6 +64,7 @@ impl Body for ResponseBody {
         match self.get_mut() {
             ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             ResponseBody::Fail => Poll::Ready(Some(Err(std::io::Error::other("simulated fault")))),
+            ResponseBody::Events(rx) => rx.poll_recv(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
             ResponseBody::Dribble {
                 chunks,
                 interval,
@@ -86,7 +90,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(b) => b.is_none(),
             ResponseBody::Dribble { chunks, .. } => chunks.is_empty(),
-            ResponseBody::Fail => false,
+            ResponseBody::Fail | ResponseBody::Events(_) => false,
         }
     }
 

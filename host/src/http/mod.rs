@@ -325,7 +325,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let outcome = services.engine.respond(&snap);
     if services.cfg.verbose {
         match &outcome {
-            Outcome::Matched { mapping, plan } => {
+            Outcome::Matched { mapping, plan, .. } => {
                 tracing::info!(
                     "{} {} -> {} {}",
                     snap.method,
@@ -339,9 +339,13 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             }
         }
     }
-    let (mapping, mut plan) = match outcome {
-        Outcome::Matched { mapping, plan } => (Some(mapping), plan),
-        Outcome::NotMatched { plan } => (None, plan),
+    let (mapping, mut plan, stats) = match outcome {
+        Outcome::Matched {
+            mapping,
+            plan,
+            stats,
+        } => (Some(mapping), plan, Some(stats)),
+        Outcome::NotMatched { plan } => (None, plan, None),
     };
     let unmatched = mapping.is_none();
     let transport = &services.metrics.http;
@@ -371,10 +375,14 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     }
     let process_time = read_at.elapsed();
     transport.observe(process_time);
+    let now = SystemTime::now();
+    if let Some(stats) = stats {
+        stats.record(process_time, now);
+    }
     if services.journal.enabled() {
         services.journal.record(ServeEvent {
             id: services.journal.next_id(),
-            logged_at: SystemTime::now(),
+            logged_at: now,
             request: snap.into_compact(),
             protocol: protocol_name(version),
             local_port: conn.local_port,
@@ -486,8 +494,8 @@ async fn admin_reply(
             .map(str::to_owned),
         body,
     };
-    let admin = admin.clone();
-    let reply = match tokio::task::spawn_blocking(move || admin.handle(&req)).await {
+    let handler = admin.clone();
+    let reply = match tokio::task::spawn_blocking(move || handler.handle(&req)).await {
         Ok(r) => r,
         Err(e) => {
             tracing::error!("admin request failed: {e}");
@@ -497,6 +505,23 @@ async fn admin_reply(
             );
         }
     };
+    // The dashboard's live stream: the admin API said yes (token and all), and the
+    // stream itself is fed by a task of its own.
+    if reply.status == 200 && reply.content_type == crate::admin::dashboard::EVENT_STREAM {
+        let mut resp = Response::new(ResponseBody::Events(crate::admin::dashboard::event_stream(
+            admin,
+        )));
+        let headers = resp.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(crate::admin::dashboard::EVENT_STREAM),
+        );
+        headers.insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        );
+        return resp;
+    }
     let mut resp = Response::new(ResponseBody::full(reply.body));
     *resp.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
     if !resp.body().is_empty_full() {

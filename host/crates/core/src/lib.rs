@@ -9,7 +9,7 @@
 //! - [`store`]: mapping sources (files, the admin API), each file's last good version,
 //!   one swap per change.
 //! - [`journal`]: the bounded record of served requests; [`metrics`]: counters and
-//!   latency histograms.
+//!   latency histograms; [`latency`]: the fine histogram behind live percentiles.
 //! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
 //!   (custom matchers, the transformer chain and its failure rule).
 //!
@@ -18,6 +18,7 @@
 
 pub mod engine;
 pub mod journal;
+pub mod latency;
 pub mod mapping;
 pub mod metrics;
 pub mod plugins;

@@ -31,6 +31,9 @@ use decoy_core::metrics::{MappingStats, Metrics};
 use runtime::MqRuntime;
 use transport::Broker;
 
+/// A served MQ mapping and its counters.
+pub type LiveMqMapping = (Arc<config::MqMapping>, Arc<MappingStats>);
+
 /// The MQ side of a server: the running runtime, and what reloading needs.
 ///
 /// A reload (the watcher saw `mq-connections.json` or `mq-mappings/` change) reads the
@@ -46,6 +49,8 @@ pub struct MqService {
     running: Mutex<Option<MqRuntime>>,
     stats: Mutex<HashMap<Arc<str>, Arc<MappingStats>>>,
     problems: Mutex<(Vec<Problem>, Vec<Problem>)>,
+    /// The mappings being served, with their counters (for the dashboard).
+    live: Mutex<Vec<LiveMqMapping>>,
     /// Where `response.transformers` names resolve (shared with the HTTP side).
     plugins: Option<Arc<decoy_plugin_host::Plugins>>,
 }
@@ -67,6 +72,7 @@ impl MqService {
             running: Mutex::new(None),
             stats: Mutex::new(HashMap::new()),
             problems: Mutex::new((load.problems.clone(), load.warnings.clone())),
+            live: Mutex::new(Vec::new()),
         });
         let runtime = service.runtime_for(load)?;
         *lock(&service.running) = runtime;
@@ -76,6 +82,7 @@ impl MqService {
     fn runtime_for(&self, load: MqLoad) -> anyhow::Result<Option<MqRuntime>> {
         if load.mappings.is_empty() {
             self.metrics.set_mq_mappings(Vec::new());
+            lock(&self.live).clear();
             return Ok(None);
         }
         let mut brokers: Vec<Arc<dyn Broker>> = Vec::new();
@@ -116,6 +123,7 @@ impl MqService {
                 .map(|(m, s)| (m.id.clone(), m.name.clone(), s.clone()))
                 .collect(),
         );
+        *lock(&self.live) = mappings.clone();
         let metrics = self.metrics.clone();
         Ok(Some(MqRuntime::start(
             &load.connections,
@@ -159,6 +167,16 @@ impl MqService {
             tokio::spawn(old.shutdown());
         }
         tracing::info!("MQ mappings reloaded: {count} live");
+    }
+
+    /// The root directory the MQ files are read from.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The MQ mappings being served, with their counters.
+    pub fn mappings(&self) -> Vec<LiveMqMapping> {
+        lock(&self.live).clone()
     }
 
     /// Current problems and warnings of the MQ files.

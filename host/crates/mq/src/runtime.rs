@@ -467,10 +467,11 @@ async fn deliver(s: &dyn Sender, q: &QueueService, job: Job, broken: &AtomicBool
                 tracing::warn!("could not acknowledge a request on {}: {e}", q.queue);
             }
             if let Some(stats) = &job.stats {
+                let process = job.read_at.elapsed().saturating_sub(job.delay);
                 stats.served.fetch_add(1, Ordering::Relaxed);
+                stats.record(process, std::time::SystemTime::now());
                 q.metrics.count(true);
-                q.metrics
-                    .observe(job.read_at.elapsed().saturating_sub(job.delay));
+                q.metrics.observe(process);
             }
         }
         Err(e) => {

@@ -102,6 +102,8 @@ pub enum Outcome {
     Matched {
         mapping: Arc<Mapping>,
         plan: ResponsePlan,
+        /// The mapping's counters, for the transport to add the processing time.
+        stats: Arc<MappingStats>,
     },
     /// WireMock's 404 with a report of the closest mapping.
     NotMatched { plan: ResponsePlan },
@@ -244,11 +246,16 @@ impl Engine {
         });
         match found {
             Some((rank, failure)) => {
-                set.stats[rank].served.fetch_add(1, Ordering::Relaxed);
+                let stats = set.stats[rank].clone();
+                stats.served.fetch_add(1, Ordering::Relaxed);
                 let mapping = set.ranked[rank].clone();
                 if let Some(f) = failure {
                     let plan = failure_plan(&mapping, &f.matcher, &f.reason, f.loading);
-                    return Outcome::Matched { mapping, plan };
+                    return Outcome::Matched {
+                        mapping,
+                        plan,
+                        stats,
+                    };
                 }
                 let mut plan = plan_for(&mapping);
                 if !mapping.response.transformers.is_empty()
@@ -267,7 +274,11 @@ impl Engine {
                 if let Some(d) = &global.delay_distribution {
                     plan.delay += d.sample();
                 }
-                Outcome::Matched { mapping, plan }
+                Outcome::Matched {
+                    mapping,
+                    plan,
+                    stats,
+                }
             }
             None => Outcome::NotMatched {
                 plan: report::not_matched_plan(&set, req, |name| self.scenario_state(name)),
