@@ -41,7 +41,7 @@ def skip(reason):
 
 try:
     from selenium import webdriver
-    from selenium.common.exceptions import TimeoutException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -167,7 +167,11 @@ class Page:
 
     def wait(self, what, cond):
         try:
-            return WebDriverWait(self.d, WAIT, poll_frequency=0.2).until(lambda d: cond())
+            # Lists are re-rendered each second, so an element found a moment ago may
+            # be gone: that is one more poll, not a failure.
+            return WebDriverWait(self.d, WAIT, poll_frequency=0.2,
+                                 ignored_exceptions=(StaleElementReferenceException,)
+                                 ).until(lambda d: cond())
         except TimeoutException:
             self.shot("failure")
             raise AssertionError(f"timed out waiting for {what}") from None
@@ -179,7 +183,19 @@ class Page:
         return self.el(id_).text
 
     def rows(self, list_id):
-        return self.d.find_elements(By.CSS_SELECTOR, f"#{list_id} .vrow[data-id]")
+        """The rows on screen as (data-id, text), read in one go (the list is
+        re-rendered every second, so element references do not last)."""
+        return [tuple(r) for r in self.d.execute_script(
+            "return [...document.querySelectorAll(arguments[0])].map(r => [r.dataset.id, r.innerText])",
+            f"#{list_id} .vrow[data-id]")]
+
+    def click_row(self, list_id, text_part):
+        """Clicks the first row on screen whose text holds `text_part`."""
+        def click():
+            return self.d.execute_script(
+                "const r = [...document.querySelectorAll(arguments[0])].find(r => r.innerText.includes(arguments[1]));"
+                "if (r) r.click(); return !!r;", f"#{list_id} .vrow[data-id]", text_part)
+        self.wait(f"a row with {text_part!r} in {list_id}", click)
 
     def go(self, view):
         self.d.execute_script(f"location.hash = '#{view}'")
@@ -275,13 +291,13 @@ def run(server, page):
     assert shown < 100, f"{shown} rows in the page for {total} mappings: the list is not virtual"
     d.execute_script("document.getElementById('mapping-list').scrollTop = 1e9")
     page.wait("the last generated mapping after scrolling to the end",
-              lambda: any("generated 9999" in r.text for r in page.rows("mapping-list")))
+              lambda: any("generated 9999" in t for _, t in page.rows("mapping-list")))
     page.el("mapping-search").send_keys("payments")
     page.wait("one search result", lambda: page.text("mapping-count") == f"1 of {total} mappings")
-    row = page.rows("mapping-list")[0]
-    assert "/hello" in row.text and "hello" in row.text, row.text
+    _, text = page.rows("mapping-list")[0]
+    assert "/hello" in text, text
     api_hello = server.admin("/dashboard/api/mappings?q=payments")["items"][0]
-    row.click()
+    page.click_row("mapping-list", "/hello")
     page.wait("the mapping's JSON", lambda: '"payments"' in page.text("mapping-json"))
     page.wait("its hits", lambda: str(api_hello["hits"]) in page.text("mapping-facts"))
     page.shot("mappings")
@@ -299,15 +315,14 @@ def run(server, page):
     page.wait("only unmatched rows",
               lambda: page.text("journal-count") == f"{unmatched} requests in the journal")
     rows = page.rows("journal-list")
-    assert rows and all("unmatched" in r.text for r in rows), [r.text for r in rows]
+    assert rows and all("unmatched" in t for _, t in rows), rows
     send_many(server.port, ["/paused-request"])
     time.sleep(2.5)  # two ticks: a paused list must not take the new entry in
-    assert not any("/paused-request" in r.text for r in page.rows("journal-list")), "paused list moved"
+    assert not any("/paused-request" in t for _, t in page.rows("journal-list")), "paused list moved"
     page.el("journal-pause").click()
     page.wait("the list to move again after resuming",
-              lambda: any("/paused-request" in r.text for r in page.rows("journal-list")))
-    target = next(r for r in page.rows("journal-list") if "/orders/77" in r.text)
-    target.click()
+              lambda: any("/paused-request" in t for _, t in page.rows("journal-list")))
+    page.click_row("journal-list", "/orders/77")
     page.wait("the near-miss report", lambda: "Request was not matched" in page.text("near-miss"))
     assert "/orders/77" in page.text("near-miss")
     page.el("copy-curl").click()
@@ -334,7 +349,7 @@ def run(server, page):
     row = d.find_element(By.CSS_SELECTOR, "tr[data-scenario='cart']")
     assert row.find_element(By.CLASS_NAME, "scenario-state").text == "Started"
     Select(row.find_element(By.TAG_NAME, "select")).select_by_visible_text("Full")
-    row.find_element(By.CLASS_NAME, "scenario-set").click()
+    row.find_element(By.CLASS_NAME, "scenario-set").click()  # the table is static until then
     page.wait("state Full in the API", lambda: scenario_state(server) == "Full")
     page.wait("state Full in the page", lambda: d.find_element(
         By.CSS_SELECTOR, "tr[data-scenario='cart'] .scenario-state").text == "Full")
@@ -349,9 +364,11 @@ def run(server, page):
     api_plugin = next(p for p in server.admin("/dashboard/api/plugins")["plugins"]
                       if p["name"] == "response-template")
     assert api_plugin["calls"] >= 50, api_plugin
-    cells = d.find_element(By.CSS_SELECTOR, "tr[data-plugin='response-template']").find_elements(By.TAG_NAME, "td")
-    assert cells[4].text == str(api_plugin["calls"]), (cells[4].text, api_plugin)
-    assert cells[5].text == str(api_plugin["failures"]), (cells[5].text, api_plugin)
+    # The table is redrawn each second: its cells are read in one go.
+    cells = d.execute_script(
+        "return [...document.querySelectorAll(\"tr[data-plugin='response-template'] td\")].map(c => c.innerText)")
+    assert cells[4] == str(api_plugin["calls"]), (cells, api_plugin)
+    assert cells[5] == str(api_plugin["failures"]), (cells, api_plugin)
     page.shot("plugins")
 
     page.go("overview")

@@ -289,7 +289,15 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let admin_path = admin_path.filter(|rest| rest.is_empty() || rest.starts_with('/'));
     match (conn.role, admin_path, &services.admin) {
         (Role::StubsAndAdmin | Role::Admin, Some(rest), Some(admin)) => {
-            if let Some(refused) = admin_refusal(&services.cfg, conn.scheme, &parts.headers) {
+            if let Some(mut refused) = admin_refusal(&services.cfg, conn.scheme, &parts.headers) {
+                // Under --admin-api-basic-auth a browser opening the dashboard is
+                // asked for the credentials (WireMock's API answers stay as they are).
+                if refused.status == 401 && rest.starts_with("/dashboard") {
+                    refused.headers = Arc::from(vec![(
+                        http::header::WWW_AUTHENTICATE,
+                        HeaderValue::from_static("Basic realm=\"decoy admin\""),
+                    )]);
+                }
                 return render(refused, version);
             }
             return admin_reply(admin, &parts, rest, body, version).await;

@@ -12,6 +12,7 @@ mod common;
 
 mod amqp;
 mod cli;
+mod dashboard;
 mod fixtures;
 #[cfg(feature = "ibmmq")]
 mod ibmmq_live;

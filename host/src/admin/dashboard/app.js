@@ -507,7 +507,7 @@ async function showRequest(row) {
 
 async function loadNearMiss(id) {
   const n = await apiJson('/dashboard/api/journal/' + encodeURIComponent(id) + '/near-miss');
-  setText('near-miss', n.report);
+  setText('near-miss', (n.matchesNow ? 'A stub matches this request now (one was added or changed since).\nThe report as it was against the closest stub:\n' : '') + n.report);
 }
 
 function shellQuote(s) { return "'" + String(s).replace(/'/g, "'\\''") + "'"; }
