@@ -433,9 +433,13 @@ def main():
     shutil.rmtree(base, ignore_errors=True)
 
 
-# Sections measured by other scripts (bench/ab.py's side-by-side runs) that a full
+# Sections measured by other scripts (bench/ab.py's side-by-side runs,
+# bench/dashboard.py) that a full
 # run does not measure again: carried over from the page as it was.
-KEPT_SECTIONS = ("## Renovation: crates, memory, start-up (issue 10)",)
+KEPT_SECTIONS = (
+    "## Renovation: crates, memory, start-up (issue 10)",
+    "## Live dashboard (issue 15)",
+)
 
 
 def write_report(r, out, duration):

@@ -75,6 +75,21 @@ python3 -m venv "$work/venv"
 cargo build --quiet -p decoy
 "$work/venv/bin/python" tests/client-compat.py decoy target/debug/decoy
 
+log "the live dashboard in headless Chromium (Selenium from PyPI)"
+need_apt=""
+for pkg in chromium chromium-driver; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt="$need_apt $pkg"
+done
+if [ -n "$need_apt" ]; then
+  echo "installing Debian packages:$need_apt"
+  # shellcheck disable=SC2086
+  (apt-get install -y $need_apt >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y $need_apt >/dev/null; }) ||
+    echo "could not install$need_apt"
+fi
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check 'selenium==4.51.0'
+# Screenshots of each view are left in target/dashboard-test.
+"$work/venv/bin/python" tests/dashboard/test_dashboard.py target/debug/decoy target/dashboard-test
+
 log "fixtures and the same client against real WireMock 3.13.2"
 if command -v java >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   (cd "$work" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)

@@ -398,6 +398,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         started: std::time::Instant::now(),
         recorder: Default::default(),
         mq: Some(mq.clone()),
+        live: Default::default(),
     });
     // Every connection is a file descriptor: use all the process may have, and cap
     // connections below that so mapping files, plugins and proxied calls still open.
@@ -433,7 +434,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         Role::StubsAndAdmin
     };
 
-    let mut tasks = Vec::new();
+    // The dashboard's per-second figures, kept whether or not a page is open.
+    let mut tasks = vec![tokio::spawn(crate::admin::dashboard::sample(admin.clone()))];
     let mut http_addr = None;
     if !opts.disable_http {
         let listener = http::bind(&opts.bind_address, opts.port)

@@ -8,6 +8,7 @@
 //! as files, so they are validated the same way, with the same messages.
 
 pub mod auth;
+pub mod dashboard;
 mod files;
 pub mod json;
 mod mappings;
@@ -42,6 +43,8 @@ pub struct Admin {
     pub recorder: record::Recorder,
     /// The MQ side, whose file problems `/__admin/problems` lists too.
     pub mq: Option<Arc<decoy_mq::MqService>>,
+    /// The dashboard's per-second figures (see [`dashboard`]).
+    pub live: dashboard::Live,
 }
 
 /// An admin answer.
@@ -187,6 +190,11 @@ impl Admin {
     }
 
     pub fn handle(&self, req: &AdminRequest) -> AdminReply {
+        // The dashboard's page holds no data: it is served without the token, and
+        // asks for it when its API calls are refused.
+        if let Some(page) = dashboard::asset(&req.method, &req.path) {
+            return page;
+        }
         if let Some(token) = &self.token
             && !token.accepts(req.authorization.as_deref())
         {
@@ -210,6 +218,7 @@ impl Admin {
             Some((&"scenarios", rest)) => self.scenarios_route(req, rest),
             Some((&"files", rest)) => self.files_route(req, rest),
             Some((&"recordings", rest)) => self.recordings_route(req, rest),
+            Some((&"dashboard", rest)) => self.dashboard_route(req, rest),
             _ => self.system_route(req, &segments),
         };
         if let Some(e) = decoy_core::shared::take_failure() {

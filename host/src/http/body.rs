@@ -1,7 +1,8 @@
 //! The response body: the whole body at once, a dribble of chunks on a timer, pieces
-//! arriving on a channel (a long admin answer built on a blocking thread), or a
-//! stream that fails (how an HTTP/2 fault resets its stream); any of them can say
-//! when hyper is done with it (a stub's webhooks wait for that).
+//! arriving on a channel (a long admin answer built on a blocking thread, or the
+//! dashboard's live events), or a stream that fails (how an HTTP/2 fault resets its
+//! stream); any of them can say when hyper is done with it (a stub's webhooks wait
+//! for that).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -28,6 +29,8 @@ pub enum ResponseBody {
     /// `body`, then the sender is dropped when hyper drops the body (written, or the
     /// connection gone), which is what a stub's webhooks wait for.
     Then(Box<ResponseBody>, tokio::sync::oneshot::Sender<()>),
+    /// Chunks sent as a task produces them; ends when the task drops its sender.
+    Events(tokio::sync::mpsc::Receiver<Bytes>),
 }
 
 impl ResponseBody {
@@ -72,6 +75,7 @@ impl Body for ResponseBody {
                 .poll_recv(cx)
                 .map(|piece| piece.map(|b| Ok(Frame::data(b)))),
             ResponseBody::Then(body, _) => Pin::new(&mut **body).poll_frame(cx),
+            ResponseBody::Events(rx) => rx.poll_recv(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
             ResponseBody::Dribble {
                 chunks,
                 interval,
@@ -97,7 +101,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(b) => b.is_none(),
             ResponseBody::Dribble { chunks, .. } => chunks.is_empty(),
-            ResponseBody::Fail | ResponseBody::Channel(_) => false,
+            ResponseBody::Fail | ResponseBody::Channel(_) | ResponseBody::Events(_) => false,
             ResponseBody::Then(body, _) => body.is_end_stream(),
         }
     }

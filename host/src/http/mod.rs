@@ -343,7 +343,15 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let admin_path = admin_path.filter(|rest| rest.is_empty() || rest.starts_with('/'));
     match (conn.role, admin_path, &services.admin) {
         (Role::StubsAndAdmin | Role::Admin, Some(rest), Some(admin)) => {
-            if let Some(refused) = admin_refusal(&services.cfg, conn.scheme, &parts.headers) {
+            if let Some(mut refused) = admin_refusal(&services.cfg, conn.scheme, &parts.headers) {
+                // Under --admin-api-basic-auth a browser opening the dashboard is
+                // asked for the credentials (WireMock's API answers stay as they are).
+                if refused.status == 401 && rest.starts_with("/dashboard") {
+                    refused.headers = Arc::from(vec![(
+                        http::header::WWW_AUTHENTICATE,
+                        HeaderValue::from_static("Basic realm=\"decoy admin\""),
+                    )]);
+                }
                 return render(refused, version);
             }
             return admin_reply(admin, &parts, rest, body, version).await;
@@ -379,7 +387,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let outcome = services.engine.respond_async(&snap).await;
     if services.cfg.verbose {
         match &outcome {
-            Outcome::Matched { mapping, plan } => {
+            Outcome::Matched { mapping, plan, .. } => {
                 tracing::info!(
                     "{} {} -> {} {}",
                     snap.method,
@@ -393,9 +401,13 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             }
         }
     }
-    let (mapping, mut plan) = match outcome {
-        Outcome::Matched { mapping, plan } => (Some(mapping), plan),
-        Outcome::NotMatched { plan } => (None, plan),
+    let (mapping, mut plan, stats) = match outcome {
+        Outcome::Matched {
+            mapping,
+            plan,
+            stats,
+        } => (Some(mapping), plan, Some(stats)),
+        Outcome::NotMatched { plan } => (None, plan, None),
     };
     let unmatched = mapping.is_none();
     let transport = &services.metrics.http;
@@ -450,10 +462,14 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     });
     let process_time = read_at.elapsed();
     transport.observe(process_time);
+    let now = SystemTime::now();
+    if let Some(stats) = stats {
+        stats.record(process_time, now);
+    }
     if services.journal.enabled() {
         services.journal.record(ServeEvent {
             id: services.journal.next_id(),
-            logged_at: SystemTime::now(),
+            logged_at: now,
             request: snap.into_compact(),
             protocol: protocol_name(version),
             local_port: conn.local_port,
@@ -581,8 +597,8 @@ async fn admin_reply(
             .map(str::to_owned),
         body,
     };
-    let admin = admin.clone();
-    let reply = match tokio::task::spawn_blocking(move || admin.handle(&req)).await {
+    let handler = admin.clone();
+    let reply = match tokio::task::spawn_blocking(move || handler.handle(&req)).await {
         Ok(r) => r,
         Err(e) => {
             tracing::error!("admin request failed: {e}");
@@ -592,6 +608,23 @@ async fn admin_reply(
             );
         }
     };
+    // The dashboard's live stream: the admin API said yes (token and all), and the
+    // stream itself is fed by a task of its own.
+    if reply.status == 200 && reply.content_type == crate::admin::dashboard::EVENT_STREAM {
+        let mut resp = Response::new(ResponseBody::Events(crate::admin::dashboard::event_stream(
+            admin,
+        )));
+        let headers = resp.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(crate::admin::dashboard::EVENT_STREAM),
+        );
+        headers.insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        );
+        return resp;
+    }
     let body = match reply.stream {
         None => ResponseBody::full(reply.body),
         Some(crate::admin::Streamed(produce)) => {

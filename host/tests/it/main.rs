@@ -13,6 +13,7 @@ mod common;
 mod amqp;
 mod amqp_restart;
 mod cli;
+mod dashboard;
 mod fixtures;
 mod fuzz_requests;
 mod hardening_matching;

@@ -287,6 +287,17 @@ impl Journal {
         uuid::Uuid::from_u64_pair(self.prefix, n)
     }
 
+    /// How many ids were handed out so far: it changes when a request is recorded,
+    /// so the dashboard can tell cheaply whether there is anything new.
+    pub fn recorded(&self) -> u64 {
+        self.sequence.load(Ordering::Relaxed)
+    }
+
+    /// An event's sequence number (its place in arrival order).
+    pub fn sequence(event: &ServeEvent) -> u64 {
+        Self::sequence_of(&event.id)
+    }
+
     /// Records `event`, whose id must come from [`Journal::next_id`].
     pub fn record(&self, mut event: ServeEvent) {
         if self.slots.is_empty() {

@@ -9,7 +9,7 @@
 //! - [`store`]: mapping sources (files, the admin API), each file's last good version,
 //!   one swap per change.
 //! - [`journal`]: the bounded record of served requests; [`metrics`]: counters and
-//!   latency histograms.
+//!   latency histograms; [`latency`]: the fine histogram behind live percentiles.
 //! - [`paths`]: the check that keeps every file name decoy builds or is given inside
 //!   its folder (no `..`, no symlink leading out).
 //! - [`shared`]: the seams for state shared between instances (`--state`): scenario
@@ -25,6 +25,7 @@
 
 pub mod engine;
 pub mod journal;
+pub mod latency;
 pub mod mapping;
 pub mod metrics;
 pub mod paths;

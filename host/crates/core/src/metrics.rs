@@ -49,6 +49,8 @@ struct Shard {
     matched: AtomicU64,
     unmatched: AtomicU64,
     processing: Buckets,
+    /// The same times, finely bucketed for the dashboard's percentiles.
+    fine: crate::latency::Histogram,
 }
 
 /// Counter shards: requests on different worker threads increment different
@@ -86,13 +88,24 @@ impl TransportMetrics {
     }
 
     pub fn observe(&self, d: Duration) {
-        let h = &self.shard().processing;
+        let shard = self.shard();
+        let h = &shard.processing;
         let nanos = d.as_nanos().min(u64::MAX as u128) as u64;
         if let Some(i) = BOUND_NANOS.iter().position(|b| nanos <= *b) {
             h.buckets[i].fetch_add(1, Ordering::Relaxed);
         }
         h.count.fetch_add(1, Ordering::Relaxed);
         h.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        shard.fine.record(nanos);
+    }
+
+    /// The fine latency histogram's counts so far, all shards added up.
+    pub fn latency_counts(&self) -> Vec<u64> {
+        let mut out = vec![0; crate::latency::BUCKETS];
+        for s in &self.shards {
+            s.fine.add_to(&mut out);
+        }
+        out
     }
 
     pub fn matched_total(&self) -> u64 {
@@ -133,6 +146,22 @@ impl TransportMetrics {
 #[derive(Debug, Default)]
 pub struct MappingStats {
     pub served: AtomicU64,
+    /// Processing time of its answers, added up (for a mean), in nanoseconds.
+    pub latency_nanos: AtomicU64,
+    /// When it last answered, in milliseconds since the Unix epoch (0: never).
+    pub last_hit_millis: AtomicU64,
+}
+
+impl MappingStats {
+    /// Notes one answer's processing time, given at `now`.
+    pub fn record(&self, process: Duration, now: std::time::SystemTime) {
+        let nanos = process.as_nanos().min(u64::MAX as u128) as u64;
+        self.latency_nanos.fetch_add(nanos, Ordering::Relaxed);
+        let millis = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.last_hit_millis.store(millis, Ordering::Relaxed);
+    }
 }
 
 /// The per-mapping counters of MQ mappings: (id, name, counters).

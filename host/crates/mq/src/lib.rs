@@ -35,6 +35,9 @@ use incidents::Incidents;
 use runtime::MqRuntime;
 use transport::Broker;
 
+/// A served MQ mapping and its counters.
+pub type LiveMqMapping = (Arc<config::MqMapping>, Arc<MappingStats>);
+
 /// The MQ side of a server: the running runtime, and what reloading needs.
 ///
 /// A reload (the watcher saw `mq-connections.json` or `mq-mappings/` change) reads the
@@ -52,6 +55,8 @@ pub struct MqService {
     problems: Mutex<(Vec<Problem>, Vec<Problem>)>,
     /// What went wrong while serving (listed with the file problems).
     incidents: Arc<Incidents>,
+    /// The mappings being served, with their counters (for the dashboard).
+    live: Mutex<Vec<LiveMqMapping>>,
     /// Where `response.transformers` names resolve (shared with the HTTP side).
     plugins: Option<Arc<decoy_plugin_host::Plugins>>,
     /// Sends mappings' webhooks (shared with the HTTP side).
@@ -78,6 +83,7 @@ impl MqService {
             stats: Mutex::new(HashMap::new()),
             problems: Mutex::new((load.problems.clone(), load.warnings.clone())),
             incidents: Arc::default(),
+            live: Mutex::new(Vec::new()),
         });
         let runtime = service.runtime_for(load)?;
         *lock(&service.running) = runtime;
@@ -87,6 +93,7 @@ impl MqService {
     fn runtime_for(&self, load: MqLoad) -> anyhow::Result<Option<MqRuntime>> {
         if load.mappings.is_empty() {
             self.metrics.set_mq_mappings(Vec::new());
+            lock(&self.live).clear();
             return Ok(None);
         }
         let mut brokers: Vec<Arc<dyn Broker>> = Vec::new();
@@ -127,6 +134,7 @@ impl MqService {
                 .map(|(m, s)| (m.id.clone(), m.name.clone(), s.clone()))
                 .collect(),
         );
+        *lock(&self.live) = mappings.clone();
         let metrics = self.metrics.clone();
         Ok(Some(MqRuntime::start(
             &load.connections,
@@ -174,6 +182,16 @@ impl MqService {
             tokio::spawn(old.shutdown());
         }
         tracing::info!("MQ mappings reloaded: {count} live");
+    }
+
+    /// The root directory the MQ files are read from.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The MQ mappings being served, with their counters.
+    pub fn mappings(&self) -> Vec<LiveMqMapping> {
+        lock(&self.live).clone()
     }
 
     /// Current problems and warnings of the MQ files, and what went wrong while

@@ -708,9 +708,11 @@ async fn deliver(
                 tracing::warn!("could not acknowledge a request on {}: {e}", q.queue);
             }
             if let Some(stats) = &stats {
+                let process = read_at.elapsed().saturating_sub(delay);
                 stats.served.fetch_add(1, Ordering::Relaxed);
+                stats.record(process, std::time::SystemTime::now());
                 q.metrics.count(true);
-                q.metrics.observe(read_at.elapsed().saturating_sub(delay));
+                q.metrics.observe(process);
             }
             if let (Some(fired), Some(sink)) = (webhooks, &q.webhooks) {
                 sink.fire(*fired);

@@ -125,7 +125,7 @@ impl Plugin {
                 loading: true,
             });
         };
-        match self.guarded(|| self.attempt(&code, ctx, &call, false)) {
+        let result = match self.guarded(|| self.attempt(&code, ctx, &call, false)) {
             Attempt::Done(r) => r,
             Attempt::RetryFresh(first) => {
                 self.stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -142,7 +142,16 @@ impl Plugin {
                     Attempt::RetryFresh(f) => Err(f),
                 }
             }
+        };
+        if let Err(f) = &result {
+            *self
+                .stats
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) =
+                Some((std::time::SystemTime::now(), f.reason.clone()));
         }
+        result
     }
 
     /// A last line of defence: a panic in the host while serving a call (a bug, or

@@ -158,6 +158,8 @@ pub struct PluginStats {
     pub retries: AtomicU64,
     /// Calls answered "still loading" (the plugin was compiling).
     pub loading: AtomicU64,
+    /// The last failure's time and reason (written only when a call fails).
+    pub last_error: Mutex<Option<(std::time::SystemTime, String)>>,
 }
 
 /// Compiled code of one version of a plugin, and its pool of warm instances.
@@ -477,5 +479,15 @@ impl Plugin {
     /// Whether its first load is still compiling.
     pub fn is_loading(&self) -> bool {
         self.code.load().is_none()
+    }
+
+    /// Warm instances waiting in its pool now.
+    pub fn warm_instances(&self) -> usize {
+        self.code.load().as_ref().map_or(0, |c| lock(&c.pool).len())
+    }
+
+    /// Where its code was read from (a file, the cache, bundled), once loaded.
+    pub fn origin(&self) -> Option<String> {
+        self.code.load().as_ref().map(|c| c.origin.clone())
     }
 }

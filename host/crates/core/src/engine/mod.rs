@@ -110,6 +110,8 @@ pub enum Outcome {
     Matched {
         mapping: Arc<Mapping>,
         plan: ResponsePlan,
+        /// The mapping's counters, for the transport to add the processing time.
+        stats: Arc<MappingStats>,
     },
     /// WireMock's 404 with a report of the closest mapping.
     NotMatched { plan: ResponsePlan },
@@ -383,8 +385,13 @@ impl Engine {
                     shared::count_failure(shared::Operation::Scenario);
                     tracing::warn!("{e}: scenario request answered 503");
                     let mapping = set.ranked[steps[0]].clone();
+                    let stats = set.stats[steps[0]].clone();
                     let plan = unavailable_plan(&mapping, &e.0);
-                    return Outcome::Matched { mapping, plan };
+                    return Outcome::Matched {
+                        mapping,
+                        plan,
+                        stats,
+                    };
                 }
             }
         };
@@ -413,11 +420,16 @@ impl Engine {
         failure: Option<MatchFailure>,
         req: &RequestSnapshot,
     ) -> Outcome {
-        set.stats[rank].served.fetch_add(1, Ordering::Relaxed);
+        let stats = set.stats[rank].clone();
+        stats.served.fetch_add(1, Ordering::Relaxed);
         let mapping = set.ranked[rank].clone();
         if let Some(f) = failure {
             let plan = failure_plan(&mapping, &f.matcher, &f.reason, f.loading);
-            return Outcome::Matched { mapping, plan };
+            return Outcome::Matched {
+                mapping,
+                plan,
+                stats,
+            };
         }
         let mut plan = plan_for(&mapping);
         if !mapping.response.transformers.is_empty()
@@ -436,7 +448,11 @@ impl Engine {
         if let Some(d) = &global.delay_distribution {
             plan.delay = add_delay(plan.delay, d.sample());
         }
-        Outcome::Matched { mapping, plan }
+        Outcome::Matched {
+            mapping,
+            plan,
+            stats,
+        }
     }
 
     /// Checks the mapping's required scenario state and moves the scenario on, under
