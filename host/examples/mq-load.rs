@@ -6,7 +6,15 @@
 //! cargo run --release --example mq-load -- respond   --prefix bench --queues 20 [--delay-ms 100]
 //! cargo run --release --example mq-load -- drive     --prefix bench --queues 20 --seconds 10 --size 490
 //! cargo run --release --example mq-load -- teardown  --prefix bench --queues 20
+//! cargo run --release --example mq-load -- soak      --prefix soak --queues 2 --seconds 1800 --rate 50
 //! ```
+//!
+//! `soak` (for `bench/soak.py`) sends `--rate` persistent requests a second for
+//! `--seconds`, each with its own message id, counts one as sent once the broker has
+//! confirmed it, takes the replies from a queue of its own, waits up to `--grace`
+//! seconds for the last ones, and prints one JSON line: sent, answered, lost (sent and
+//! never answered), duplicates (answered twice: allowed, at-least-once) and publish
+//! errors.
 //!
 //! `drive` keeps `--window` requests in flight per queue, each with a reply-to queue
 //! and a message id, takes the replies (matched by correlation id), and prints one
@@ -42,6 +50,9 @@ struct Args {
     window: usize,
     delay_ms: u64,
     connections: usize,
+    /// `soak`: requests a second, and how long to wait for the last replies.
+    rate: u64,
+    grace: u64,
     /// `drive`: a reply counts as right only if it carries the request's account
     /// (it was templated from the request, not fixed).
     expect_account: bool,
@@ -60,6 +71,8 @@ fn args() -> Args {
         window: 50,
         delay_ms: 0,
         connections: 5,
+        rate: 50,
+        grace: 60,
         expect_account: false,
     };
     let mut it = std::env::args().skip(1);
@@ -80,6 +93,8 @@ fn args() -> Args {
             "--window" => a.window = value().parse().unwrap(),
             "--delay-ms" => a.delay_ms = value().parse().unwrap(),
             "--connections" => a.connections = value().parse().unwrap(),
+            "--rate" => a.rate = value().parse().unwrap(),
+            "--grace" => a.grace = value().parse().unwrap(),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -118,9 +133,10 @@ async fn main() {
         "teardown" => setup(&a, false).await,
         "respond" => respond(&a).await,
         "drive" => drive(&a).await,
+        "soak" => soak(&a).await,
         _ => {
             eprintln!(
-                "usage: mq-load setup|teardown|respond|drive [--url U] [--prefix P] [--queues N] ..."
+                "usage: mq-load setup|teardown|respond|drive|soak [--url U] [--prefix P] [--queues N] ..."
             );
             std::process::exit(2);
         }
@@ -390,4 +406,154 @@ async fn drive(a: &Args) {
         elapsed,
         start.elapsed().as_secs_f64()
     );
+}
+
+/// `soak`'s connection: a publisher in confirm mode and a consumer of the replies,
+/// which count into `answered`. Made again when the broker drops it (on a shared
+/// broker other clients may close every connection).
+async fn soak_session(
+    a: &Args,
+    reply_q: &str,
+    answered: &Arc<std::sync::Mutex<HashMap<u64, u32>>>,
+) -> Result<(Connection, lapin::Channel), lapin::Error> {
+    let conn = Connection::connect(&a.url, ConnectionProperties::default()).await?;
+    let ch = conn.create_channel().await?;
+    ch.queue_declare(
+        reply_q.into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let mut consumer = ch
+        .basic_consume(
+            reply_q.into(),
+            "soak".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let answered = answered.clone();
+    tokio::spawn(async move {
+        while let Some(Ok(d)) = consumer.next().await {
+            if let Some(id) = d
+                .properties
+                .correlation_id()
+                .as_ref()
+                .and_then(|c| c.as_str().parse::<u64>().ok())
+            {
+                *answered.lock().unwrap().entry(id).or_default() += 1;
+            }
+        }
+    });
+    let pch = conn.create_channel().await?;
+    pch.confirm_select(ConfirmSelectOptions::default()).await?;
+    Ok((conn, pch))
+}
+
+async fn soak(a: &Args) {
+    use std::collections::HashSet;
+    let reply_q = format!("{}.replies", a.prefix);
+    // Ids confirmed by the broker, and ids answered (with how often).
+    let sent: Arc<std::sync::Mutex<HashSet<u64>>> = Arc::default();
+    let answered: Arc<std::sync::Mutex<HashMap<u64, u32>>> = Arc::default();
+    let errors = Arc::new(AtomicU64::new(0));
+    let reconnects = Arc::new(AtomicU64::new(0));
+    let mut session = None;
+    let queues: Vec<String> = (0..a.queues).map(|i| queue(a, i)).collect();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / a.rate.max(1) as f64));
+    let end = Instant::now() + Duration::from_secs(a.seconds);
+    let mut confirms = tokio::task::JoinSet::new();
+    let mut id = 0u64;
+    while Instant::now() < end {
+        tick.tick().await;
+        if session.is_none() {
+            match soak_session(a, &reply_q, &answered).await {
+                Ok(s) => session = Some(s),
+                Err(_) => {
+                    reconnects.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            }
+        }
+        let Some((_, pch)) = &session else { continue };
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_reply_to(reply_q.clone().into())
+            .with_message_id(id.to_string().into());
+        let q = &queues[id as usize % queues.len()];
+        match pch
+            .basic_publish(
+                "".into(),
+                q.as_str().into(),
+                BasicPublishOptions::default(),
+                &request_body(id, a.size),
+                props,
+            )
+            .await
+        {
+            Ok(confirm) => {
+                let (sent, errors) = (sent.clone(), errors.clone());
+                confirms.spawn(async move {
+                    match confirm.await {
+                        Ok(c) if c.is_ack() => {
+                            sent.lock().unwrap().insert(id);
+                        }
+                        _ => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+                while confirms.try_join_next().is_some() {}
+            }
+            Err(_) => {
+                errors.fetch_add(1, Ordering::Relaxed);
+                reconnects.fetch_add(1, Ordering::Relaxed);
+                session = None;
+            }
+        }
+        id += 1;
+    }
+    while confirms.join_next().await.is_some() {}
+    // The last replies (a reconnecting decoy may still be catching up); the replies
+    // queue keeps what arrives while this side reconnects.
+    let grace_end = Instant::now() + Duration::from_secs(a.grace);
+    loop {
+        let missing = {
+            let (s, r) = (sent.lock().unwrap(), answered.lock().unwrap());
+            s.iter().filter(|i| !r.contains_key(i)).count()
+        };
+        if missing == 0 || Instant::now() > grace_end {
+            break;
+        }
+        if session
+            .as_ref()
+            .is_none_or(|(c, _)| !c.status().connected())
+        {
+            session = soak_session(a, &reply_q, &answered).await.ok();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    {
+        let (s, r) = (sent.lock().unwrap(), answered.lock().unwrap());
+        let lost = s.iter().filter(|i| !r.contains_key(i)).count();
+        let duplicates: u32 = r.values().map(|n| n - 1).sum();
+        println!(
+            "{{\"sent\": {}, \"answered\": {}, \"lost\": {lost}, \"duplicates\": {duplicates}, \"publish_errors\": {}, \"driver_reconnects\": {}}}",
+            s.len(),
+            r.keys().filter(|i| s.contains(i)).count(),
+            errors.load(Ordering::Relaxed),
+            reconnects.load(Ordering::Relaxed)
+        );
+    }
+    if let Ok(conn) = Connection::connect(&a.url, ConnectionProperties::default()).await
+        && let Ok(ch) = conn.create_channel().await
+    {
+        let _ = ch
+            .queue_delete(reply_q.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
 }

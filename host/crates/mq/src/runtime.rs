@@ -1143,8 +1143,12 @@ mod tests {
         // The broker can create the queue: decoy declares it and moves the message.
         let broker = MemoryBroker::new();
         broker.remove_queue("LOST");
-        let (broker, rt, _, incidents) =
-            start_with(broker, &[ping.clone()], json!({"queue": "LOST"}), None);
+        let (broker, rt, _, incidents) = start_with(
+            broker,
+            std::slice::from_ref(&ping),
+            json!({"queue": "LOST"}),
+            None,
+        );
         broker.put("Q", request("stray", "R"));
         let moved = broker
             .take("LOST")
@@ -1158,8 +1162,12 @@ mod tests {
         let broker = MemoryBroker::new();
         broker.remove_queue("LOST");
         broker.refuse_declare.store(true, Ordering::SeqCst);
-        let (broker, rt, _, incidents) =
-            start_with(broker, &[ping.clone()], json!({"queue": "LOST"}), None);
+        let (broker, rt, _, incidents) = start_with(
+            broker,
+            std::slice::from_ref(&ping),
+            json!({"queue": "LOST"}),
+            None,
+        );
         broker.put("Q", request("stray", "R"));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while !broker.settlements().iter().any(|s| s.2 == Settle::Requeue)
