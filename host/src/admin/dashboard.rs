@@ -120,7 +120,7 @@ impl Side {
         let delta: Vec<u64> = self
             .latency
             .iter()
-            .zip(&before.latency)
+            .zip(before.latency.iter().chain(std::iter::repeat(&0)))
             .map(|(a, b)| a.saturating_sub(*b))
             .collect();
         let micros = |q| latency::quantile(&delta, q).map(|n| (n as f64 / 100.0).round() / 10.0);
@@ -173,6 +173,11 @@ fn event(name: &str, data: &Value) -> Bytes {
 /// Samples the counters once a second until the server stops (see the module doc).
 pub async fn sample(admin: Arc<Admin>) {
     let mut stop = admin.shutdown.subscribe();
+    // A shutdown sent before this task first ran is already the current value,
+    // which `changed` would never report.
+    if *stop.borrow() {
+        return;
+    }
     let mut every = tokio::time::interval(Duration::from_secs(1));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -203,9 +208,15 @@ impl Admin {
 
     /// One second: the figures since the previous call, kept and published.
     pub fn sample_once(&self) {
-        let now = self.counters();
-        let before = lock(&self.live.previous).replace(now.clone());
-        let before = before.unwrap_or_else(|| now.clone());
+        // Read and replace under one lock, so two samples at once (the sampler's
+        // tick and an explicit one) never both count the same requests; the first
+        // sample counts everything since the start.
+        let (now, before) = {
+            let mut previous = lock(&self.live.previous);
+            let now = self.counters();
+            let before = previous.replace(now.clone()).unwrap_or_default();
+            (now, before)
+        };
         let second = json!({
             "t": unix_millis(SystemTime::now()) / 1000,
             "http": now.http.since(&before.http),
