@@ -1074,10 +1074,9 @@ async fn proxy_targets_are_refused_by_address_by_resolved_name_and_by_wildcard()
     server.shutdown().await;
 
     // A bad entry stops the start, naming the flag and the entry.
-    let err = start_with(Some("10.0.0.256"), None)
-        .await
-        .err()
-        .expect("refused");
+    let Err(err) = start_with(Some("10.0.0.256"), None).await else {
+        panic!("a bad entry must stop the start");
+    };
     assert_eq!(
         err.to_string(),
         "--allow-proxy-targets: 10.0.0.256 is not a valid IP address"
