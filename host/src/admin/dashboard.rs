@@ -468,6 +468,11 @@ pub fn event_stream(admin: &Arc<Admin>) -> mpsc::Receiver<Bytes> {
         if tx.send(history).await.is_err() {
             return;
         }
+        // A stream opened after the shutdown was sent ends at once (`changed`
+        // reports only later changes).
+        if *stop.borrow() {
+            return;
+        }
         let mut latest = ticks.borrow_and_update().clone();
         loop {
             if !latest.is_empty()
