@@ -350,10 +350,9 @@ impl Journal {
         }
     }
 
-    /// Newest first, as WireMock lists them.
-    pub fn newest_first(&self) -> Vec<Arc<ServeEvent>> {
-        let mut all: Vec<Arc<ServeEvent>> = self
-            .slots
+    /// This instance's kept events, in slot order.
+    fn kept(&self) -> Vec<Arc<ServeEvent>> {
+        self.slots
             .iter()
             .filter_map(|s| {
                 s.lock()
@@ -361,7 +360,12 @@ impl Journal {
                     .as_ref()
                     .map(|e| e.event.clone())
             })
-            .collect();
+            .collect()
+    }
+
+    /// Newest first, as WireMock lists them.
+    pub fn newest_first(&self) -> Vec<Arc<ServeEvent>> {
+        let mut all = self.kept();
         if self.peers.get().is_some() {
             // Several instances' sequences: ordered by time, then by sequence.
             all.extend(self.peer_events());
@@ -459,16 +463,7 @@ impl Journal {
 
     /// This instance's entries only, oldest first (what a peer's query is sent).
     pub fn local_entries(&self) -> Vec<Arc<ServeEvent>> {
-        let mut all: Vec<Arc<ServeEvent>> = self
-            .slots
-            .iter()
-            .filter_map(|s| {
-                s.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .as_ref()
-                    .map(|e| e.event.clone())
-            })
-            .collect();
+        let mut all = self.kept();
         all.sort_by_key(|e| Self::sequence_of(&e.id));
         all
     }
