@@ -514,7 +514,18 @@ impl RequestPattern {
     /// The hot path: does `req` match? Cheap checks first, the custom matcher last;
     /// its failure is returned, so the caller can stop searching.
     pub fn try_matches(&self, req: &RequestSnapshot) -> Result<bool, MatchFailure> {
-        if !self.builtin_matches(req) {
+        self.try_matches_with(req, false)
+    }
+
+    /// As [`RequestPattern::try_matches`], where the caller may already have decided
+    /// the URL matcher (`url_checked`: the engine's index compared the whole path
+    /// with a `urlPath`, or with a `url` for a request without a query).
+    pub fn try_matches_with(
+        &self,
+        req: &RequestSnapshot,
+        url_checked: bool,
+    ) -> Result<bool, MatchFailure> {
+        if !self.builtin_matches(req, url_checked) {
             return Ok(false);
         }
         match &self.custom {
@@ -536,13 +547,13 @@ impl RequestPattern {
         }
     }
 
-    fn builtin_matches(&self, req: &RequestSnapshot) -> bool {
+    fn builtin_matches(&self, req: &RequestSnapshot, url_checked: bool) -> bool {
         if let Some(m) = &self.method
             && *m != req.method
         {
             return false;
         }
-        if !self.url_matches(req) {
+        if !url_checked && !self.url_matches(req) {
             return false;
         }
         self.rest_matches(req)

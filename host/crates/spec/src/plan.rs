@@ -191,9 +191,6 @@ pub struct ResponsePlan {
     /// Forward the request to a real service; the other fields are then unused
     /// except `delay`.
     pub proxy: Option<Arc<ProxySpec>>,
-    /// The mapping that produced this plan (`None` for the "not matched" answer).
-    pub mapping_id: Option<Arc<str>>,
-    pub mapping_name: Option<Arc<str>>,
 }
 
 /// A plain-text plan (used for reports and errors).
@@ -210,8 +207,6 @@ pub fn text_plan(status: u16, body: String) -> ResponsePlan {
         dribble: None,
         fault: None,
         proxy: None,
-        mapping_id: None,
-        mapping_name: None,
     }
 }
 

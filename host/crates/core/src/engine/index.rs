@@ -16,16 +16,61 @@
 //! number first, then the most recently added. The index only narrows the set; the
 //! full matcher still decides, so a conservative prefix is always correct.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use decoy_matching::request_pattern::UrlMatcher;
 
+/// Set on a candidate whose URL matcher the index has already decided: a `urlPath`
+/// (or a `url` without a query, for a request without one) equal to the request's
+/// path. The engine then skips comparing the URL again ([`Index::rank`] strips it).
+/// With 10,000 stubs that comparison reads a string the CPU's caches no longer hold.
+pub const URL_CHECKED: u32 = 1 << 31;
+/// At build time only: the `url` without a query is decided when the request has
+/// none either.
+const URL_CHECKED_IF_NO_QUERY: u32 = 1 << 30;
+const RANK: u32 = URL_CHECKED_IF_NO_QUERY - 1;
+
+/// foldhash rather than SipHash: the keys come from stub files, not from requests,
+/// so there is no one to flood the table, and a lookup hashes up to a few prefixes.
+type Hasher = foldhash::fast::RandomState;
+type Map = std::collections::HashMap<Box<str>, Ranks, Hasher>;
+
+/// The ranks filed under one key; almost always one, kept inline.
+#[derive(Debug)]
+enum Ranks {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Ranks {
+    fn push(&mut self, rank: u32) {
+        match self {
+            Ranks::One(first) => *self = Ranks::Many(vec![*first, rank]),
+            Ranks::Many(v) => v.push(rank),
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Ranks::One(r) => std::slice::from_ref(r),
+            Ranks::Many(v) => v,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Index {
-    exact: HashMap<Box<str>, Vec<u32>>,
-    prefixed: HashMap<Box<str>, Vec<u32>>,
+    exact: Map,
+    prefixed: Map,
     /// The distinct lengths of the keys of `prefixed`, ascending.
     prefix_lens: Vec<usize>,
+    /// One bit per hash of a key of `prefixed` (16 bits a key, so about one probe in
+    /// 16 of a prefix that is not there reaches the map): with thousands of patterns a
+    /// request probes a few prefix lengths, and most probes end here, in a few KiB
+    /// that stay in cache, instead of in the map's buckets.
+    prefix_filter: Box<[u64]>,
+    /// The filter's size in bits, less one (a power of two).
+    filter_mask: usize,
     unindexed: Vec<u32>,
 }
 
@@ -41,27 +86,68 @@ impl Index {
         let mut index = Index::default();
         for (rank, url) in urls.enumerate() {
             let rank = rank as u32;
-            match key_of(url) {
-                Key::Exact(p) => index.exact.entry(p.into()).or_default().push(rank),
-                Key::Prefix(p) if !p.is_empty() => {
-                    index.prefixed.entry(p.into()).or_default().push(rank)
+            assert!(rank <= RANK, "more than 2^30 mappings");
+            let map = match key_of(url) {
+                Key::Exact(p) => {
+                    let flagged = match url {
+                        UrlMatcher::Path(_) => rank | URL_CHECKED,
+                        UrlMatcher::Url(u) if !u.contains('?') => rank | URL_CHECKED_IF_NO_QUERY,
+                        _ => rank,
+                    };
+                    Some((&mut index.exact, p, flagged))
                 }
-                _ => index.unindexed.push(rank),
+                Key::Prefix(p) if !p.is_empty() => Some((&mut index.prefixed, p, rank)),
+                _ => None,
+            };
+            match map {
+                Some((map, key, rank)) => match map.get_mut(key.as_str()) {
+                    Some(ranks) => ranks.push(rank),
+                    None => {
+                        map.insert(key.into(), Ranks::One(rank));
+                    }
+                },
+                None => index.unindexed.push(rank),
             }
         }
         let mut lens: Vec<usize> = index.prefixed.keys().map(|k| k.len()).collect();
         lens.sort_unstable();
         lens.dedup();
         index.prefix_lens = lens;
+        let words = (index.prefixed.len() * 16).div_ceil(64).next_power_of_two();
+        index.filter_mask = words * 64 - 1;
+        let mut filter = vec![0u64; words];
+        for key in index.prefixed.keys() {
+            let bit = index.filter_bit(key);
+            filter[bit / 64] |= 1 << (bit % 64);
+        }
+        index.prefix_filter = filter.into();
         index
     }
 
-    /// Ranks of the mappings that may match `path`, best first.
-    pub fn candidates(&self, path: &str, out: &mut Vec<u32>) {
+    fn filter_bit(&self, key: &str) -> usize {
+        self.prefixed.hasher().hash_one(key) as usize & self.filter_mask
+    }
+
+    /// A candidate's rank, without the [`URL_CHECKED`] flag.
+    pub fn rank(candidate: u32) -> usize {
+        (candidate & RANK) as usize
+    }
+
+    /// The mappings that may match a request for `path` (`url` is the whole
+    /// request URL, path and query), best first; each is a rank, flagged with
+    /// [`URL_CHECKED`] when the index has already decided its URL matcher.
+    pub fn candidates(&self, path: &str, url: &str, out: &mut Vec<u32>) {
         out.clear();
         let mut sources = 0;
         if let Some(list) = self.exact.get(path) {
-            out.extend_from_slice(list);
+            let no_query = url.len() == path.len();
+            out.extend(list.as_slice().iter().map(|&r| {
+                if r & URL_CHECKED_IF_NO_QUERY != 0 {
+                    (r & RANK) | if no_query { URL_CHECKED } else { 0 }
+                } else {
+                    r
+                }
+            }));
             sources += 1;
         }
         for &len in &self.prefix_lens {
@@ -71,8 +157,13 @@ impl Index {
             if !path.is_char_boundary(len) {
                 continue;
             }
-            if let Some(list) = self.prefixed.get(&path[..len]) {
-                out.extend_from_slice(list);
+            let prefix = &path[..len];
+            let bit = self.filter_bit(prefix);
+            if self.prefix_filter[bit / 64] & (1 << (bit % 64)) == 0 {
+                continue;
+            }
+            if let Some(list) = self.prefixed.get(prefix) {
+                out.extend_from_slice(list.as_slice());
                 sources += 1;
             }
         }
@@ -82,7 +173,7 @@ impl Index {
         }
         // Each list is already in rank order, and a mapping is filed in one list only.
         if sources > 1 {
-            out.sort_unstable();
+            out.sort_unstable_by_key(|&c| c & RANK);
         }
     }
 }
@@ -170,9 +261,9 @@ mod tests {
         let urls = [UrlMatcher::UrlPattern(re)];
         let index = Index::build(urls.iter());
         let mut out = Vec::new();
-        index.candidates("/auth/oauth/authorize", &mut out);
+        index.candidates("/auth/oauth/authorize", "/auth/oauth/authorize", &mut out);
         assert_eq!(out, [0]);
-        index.candidates("/auth/other", &mut out);
+        index.candidates("/auth/other", "/auth/other", &mut out);
         assert!(out.is_empty());
     }
 
@@ -187,11 +278,50 @@ mod tests {
         ];
         let index = Index::build(urls.iter());
         let mut out = Vec::new();
-        index.candidates("/api/x", &mut out);
-        assert_eq!(out, [0, 1, 2, 4]);
-        index.candidates("/nothing", &mut out);
+        index.candidates("/api/x", "/api/x", &mut out);
+        assert_eq!(out, [0, 1 | URL_CHECKED, 2, 4]);
+        index.candidates("/nothing", "/nothing", &mut out);
         assert_eq!(out, [2]);
-        index.candidates("/other", &mut out);
-        assert_eq!(out, [2, 3]);
+        index.candidates("/other", "/other", &mut out);
+        assert_eq!(out, [2, 3 | URL_CHECKED]);
+    }
+
+    #[test]
+    fn the_index_decides_only_the_urls_it_compared_whole() {
+        let urls = [
+            UrlMatcher::Url("/a".into()),
+            UrlMatcher::Path("/a".into()),
+            UrlMatcher::Url("/a?x=1".into()),
+            UrlMatcher::PathPattern(full_regex("/a.*", "t").unwrap()),
+        ];
+        let index = Index::build(urls.iter());
+        let mut out = Vec::new();
+        // No query: `url` "/a" and `urlPath` "/a" are decided; the `url` with a query
+        // and the pattern are left to the matcher.
+        index.candidates("/a", "/a", &mut out);
+        assert_eq!(out, [URL_CHECKED, 1 | URL_CHECKED, 2, 3]);
+        // With a query, `url` "/a" cannot be decided from the path (it does not match).
+        index.candidates("/a", "/a?x=1", &mut out);
+        assert_eq!(out, [0, 1 | URL_CHECKED, 2, 3]);
+        assert_eq!(
+            out.iter().map(|&c| Index::rank(c)).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn thousands_of_prefixes_are_all_found_through_the_filter() {
+        let urls: Vec<UrlMatcher> = (0..5000)
+            .map(|i| UrlMatcher::PathPattern(full_regex(&format!("/v2/res{i}/[0-9]+"), "t").unwrap()))
+            .collect();
+        let index = Index::build(urls.iter());
+        let mut out = Vec::new();
+        for i in 0..5000u32 {
+            let path = format!("/v2/res{i}/42");
+            index.candidates(&path, &path, &mut out);
+            assert_eq!(out, [i], "{path}");
+        }
+        index.candidates("/v2/other/1", "/v2/other/1", &mut out);
+        assert!(out.is_empty());
     }
 }

@@ -27,7 +27,7 @@ use crate::shared::{self, SharedScenarios, Step};
 use decoy_matching::custom::MatchFailure;
 use decoy_spec::plan::{ResponsePlan, add_delay};
 use decoy_spec::request::RequestSnapshot;
-use index::Index;
+use index::{Index, URL_CHECKED};
 use std::time::Duration;
 
 /// Scenario state every scenario starts in, as in WireMock.
@@ -291,13 +291,14 @@ impl Engine {
         // a 500 naming the plugin, not some other mapping's answer.
         let found = CANDIDATES.with(|c| {
             let mut candidates = c.borrow_mut();
-            set.index.candidates(req.path(), &mut candidates);
-            candidates.iter().find_map(|&rank| {
-                let m = &set.ranked[rank as usize];
-                match m.request.try_matches(req) {
-                    Ok(true) if self.enter_scenario(m) => Some((rank as usize, None)),
+            set.index.candidates(req.path(), &req.url, &mut candidates);
+            candidates.iter().find_map(|&c| {
+                let rank = Index::rank(c);
+                let m = &set.ranked[rank];
+                match m.request.try_matches_with(req, c & URL_CHECKED != 0) {
+                    Ok(true) if self.enter_scenario(m) => Some((rank, None)),
                     Ok(_) => None,
-                    Err(f) => Some((rank as usize, Some(f))),
+                    Err(f) => Some((rank, Some(f))),
                 }
             })
         });
@@ -318,10 +319,10 @@ impl Engine {
     pub fn also_matching(&self, req: &RequestSnapshot, winner: &Mapping) -> Vec<Arc<Mapping>> {
         let set = self.set.load();
         let mut candidates = Vec::new();
-        set.index.candidates(req.path(), &mut candidates);
+        set.index.candidates(req.path(), &req.url, &mut candidates);
         candidates
             .iter()
-            .map(|&rank| &set.ranked[rank as usize])
+            .map(|&c| &set.ranked[Index::rank(c)])
             .filter(|m| {
                 m.priority == winner.priority
                     && m.id != winner.id
@@ -349,18 +350,19 @@ impl Engine {
         let mut last: Option<(usize, Option<MatchFailure>)> = None;
         CANDIDATES.with(|c| {
             let mut candidates = c.borrow_mut();
-            set.index.candidates(req.path(), &mut candidates);
-            for &rank in candidates.iter() {
-                let m = &set.ranked[rank as usize];
-                match m.request.try_matches(req) {
-                    Ok(true) if m.scenario.is_some() => steps.push(rank as usize),
+            set.index.candidates(req.path(), &req.url, &mut candidates);
+            for &c in candidates.iter() {
+                let rank = Index::rank(c);
+                let m = &set.ranked[rank];
+                match m.request.try_matches_with(req, c & URL_CHECKED != 0) {
+                    Ok(true) if m.scenario.is_some() => steps.push(rank),
                     Ok(true) => {
-                        last = Some((rank as usize, None));
+                        last = Some((rank, None));
                         break;
                     }
                     Ok(false) => {}
                     Err(f) => {
-                        last = Some((rank as usize, Some(f)));
+                        last = Some((rank, Some(f)));
                         break;
                     }
                 }
@@ -504,8 +506,6 @@ pub fn unavailable_plan(mapping: &Mapping, reason: &str) -> ResponsePlan {
             HeaderValue::from_static("1"),
         ),
     ]);
-    plan.mapping_id = Some(mapping.id.clone());
-    plan.mapping_name = mapping.name.clone();
     plan
 }
 
@@ -527,8 +527,6 @@ pub fn plan_for(m: &Mapping) -> ResponsePlan {
         dribble: r.dribble,
         fault: r.fault,
         proxy: r.proxy.clone(),
-        mapping_id: Some(m.id.clone()),
-        mapping_name: m.name.clone(),
     }
 }
 
@@ -556,8 +554,6 @@ pub fn failure_plan(mapping: &Mapping, plugin: &str, reason: &str, loading: bool
         ));
     }
     plan.headers = Arc::from(headers);
-    plan.mapping_id = Some(mapping.id.clone());
-    plan.mapping_name = mapping.name.clone();
     plan
 }
 

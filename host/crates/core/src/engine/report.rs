@@ -44,7 +44,10 @@ pub fn not_matched_plan(
     }
     // The index's candidates for the path: a stub outside them cannot match the URL.
     let mut candidates = Vec::new();
-    set.index.candidates(req.path(), &mut candidates);
+    set.index.candidates(req.path(), &req.url, &mut candidates);
+    for c in candidates.iter_mut() {
+        *c = super::index::Index::rank(*c) as u32;
+    }
     let pool: Vec<u32> = if set.len() <= FULL_SCAN_LIMIT {
         (0..set.len() as u32).collect()
     } else if candidates.is_empty() {

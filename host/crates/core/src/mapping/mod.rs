@@ -228,7 +228,7 @@ impl Mapping {
             .flatten();
 
         match (request, response, errors.is_empty()) {
-            (Some(request), Some(response), true) => {
+            (Some(request), Some(mut response), true) => {
                 let id = id.unwrap_or_else(|| derived_id(source.as_ref(), v));
                 let mut served: Vec<_> = response.headers.to_vec();
                 for (header, value) in [
@@ -239,6 +239,7 @@ impl Mapping {
                         served.push((HeaderName::from_static(header), v));
                     }
                 }
+                share_one_buffer(&mut served, &mut response.body);
                 if let Some(c) = &request.custom {
                     c.bind(&id, name.as_deref());
                 }
@@ -289,6 +290,40 @@ impl Mapping {
 /// A mapping without an `id` gets one derived from where it was read and what it says,
 /// so the id (shown in `Matched-Stub-Id` and metrics) stays the same across restarts
 /// and reloads, unlike WireMock's random one.
+/// Puts a stub's served header values and its body in one buffer, each a slice of
+/// it. Serving the stub clones each of them (into the response and the journal); a
+/// clone of a `Bytes` counts a reference in the buffer it shares, so with one buffer
+/// a request touches one reference count instead of one per value, and with
+/// thousands of stubs each of those is a cache miss (docs/performance.md).
+/// A body larger than `SHARED_BODY_MAX` keeps its own buffer (copying it would
+/// cost load time and, briefly, twice its memory, for a miss among many).
+fn share_one_buffer(headers: &mut [(HeaderName, HeaderValue)], body: &mut Bytes) {
+    const SHARED_BODY_MAX: usize = 64 * 1024;
+    let with_body = body.len() <= SHARED_BODY_MAX;
+    let total = headers.iter().map(|(_, v)| v.len()).sum::<usize>();
+    let mut buf = Vec::with_capacity(total + if with_body { body.len() } else { 0 });
+    for (_, v) in headers.iter() {
+        buf.extend_from_slice(v.as_bytes());
+    }
+    let body_at = buf.len();
+    if with_body {
+        buf.extend_from_slice(body);
+    }
+    let shared = Bytes::from(buf);
+    let mut at = 0;
+    for (_, v) in headers.iter_mut() {
+        let len = v.len();
+        if let Ok(mut slice) = HeaderValue::from_maybe_shared(shared.slice(at..at + len)) {
+            slice.set_sensitive(v.is_sensitive());
+            *v = slice;
+        }
+        at += len;
+    }
+    if with_body {
+        *body = shared.slice(body_at..);
+    }
+}
+
 fn derived_id(source: Option<&Source>, v: &Value) -> Arc<str> {
     let key = match source {
         Some(s) => format!("{}#{}", s.file.display(), s.index),
