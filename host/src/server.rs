@@ -324,7 +324,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         None => Engine::new(Vec::new()),
     });
     let store = Arc::new(
-        Store::with_context(&opts.root_dir, engine.clone(), ctx).with_filenames(opts.filenames.clone()),
+        Store::with_context(&opts.root_dir, engine.clone(), ctx)
+            .with_filenames(opts.filenames.clone()),
     );
     store.install_initial(report);
     if let Some(stub) = proxy_all {

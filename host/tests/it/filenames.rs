@@ -20,7 +20,10 @@ async fn admin(addr: SocketAddr, method: &str, path: &str, body: Value) -> (u16,
         body.to_string()
     };
     let a = send(addr, method, &format!("/__admin{path}"), &[], &text).await;
-    (a.status, serde_json::from_str(&a.body).unwrap_or(Value::Null))
+    (
+        a.status,
+        serde_json::from_str(&a.body).unwrap_or(Value::Null),
+    )
 }
 
 fn names(dir: &Path) -> BTreeSet<String> {
@@ -224,6 +227,9 @@ async fn recorded_stubs_and_their_files_are_named_as_wiremock_names_them() {
         // The repeated request became a scenario named from its path's segments.
         let svc = recorded_stub(&stubs, "/svc/Data");
         assert_eq!(svc.len(), 2);
-        assert!(svc.iter().all(|s| s["scenarioName"] == "scenario-1-svc-Data"));
+        assert!(
+            svc.iter()
+                .all(|s| s["scenarioName"] == "scenario-1-svc-Data")
+        );
     }
 }

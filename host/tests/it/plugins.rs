@@ -190,7 +190,16 @@ async fn a_custom_matcher_no_plugin_provides_is_loaded_never_matches_and_is_repo
     // WireMock 3.13.2's report for this root and request, as it printed it: a section
     // title on both sides for the matcher it does not have.
     let rule = "-".repeat(119);
-    let row = |l: &str, r: &str| format!("{l:<59}|{}", if r.is_empty() { String::new() } else { format!(" {r}") });
+    let row = |l: &str, r: &str| {
+        format!(
+            "{l:<59}|{}",
+            if r.is_empty() {
+                String::new()
+            } else {
+                format!(" {r}")
+            }
+        )
+    };
     let title = "[custom matcher: state-matcher]";
     let want = [
         String::new(),
@@ -229,7 +238,10 @@ async fn a_custom_matcher_plugin_added_later_is_used_from_then_on() {
     let addr = server.http_addr;
     let gold = r#"{"tier": "gold"}"#;
     // Not installed: the stub is there, and never matches.
-    assert_eq!(send(addr, "POST", "/orders", &[], gold).await.body, "normal lane");
+    assert_eq!(
+        send(addr, "POST", "/orders", &[], gold).await.body,
+        "normal lane"
+    );
     // Written whole under a hidden name, then renamed into place.
     let tmp = dir.path().join("plugins/.json-field-matcher.tmp");
     std::fs::copy(json_matcher(), &tmp).unwrap();
@@ -244,7 +256,9 @@ async fn a_custom_matcher_plugin_added_later_is_used_from_then_on() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        send(addr, "POST", "/orders", &[], r#"{"tier": "bronze"}"#).await.body,
+        send(addr, "POST", "/orders", &[], r#"{"tier": "bronze"}"#)
+            .await
+            .body,
         "normal lane"
     );
     server.shutdown().await;

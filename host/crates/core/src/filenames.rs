@@ -284,8 +284,8 @@ mod tests {
             ),
             "post-ab-a1"
         );
-        let t = FilenameMaker::from_option("{{{metadata.team}}}-{{{priority}}}-{{{id}}}.json")
-            .unwrap();
+        let t =
+            FilenameMaker::from_option("{{{metadata.team}}}-{{{priority}}}-{{{id}}}.json").unwrap();
         assert_eq!(
             name(
                 &t,
@@ -330,8 +330,14 @@ mod tests {
         assert_eq!(recorded_stub_name("/api/Users/7"), "api_users_7");
         assert_eq!(recorded_stub_name("/caf%C3%A9/a%20b"), "cafe_a-b");
         assert_eq!(recorded_stub_name("/"), "");
-        assert_eq!(recorded_stub_name("/A%20B/Caf%C3%A9/x.json"), "a-b_cafe_x.json");
+        assert_eq!(
+            recorded_stub_name("/A%20B/Caf%C3%A9/x.json"),
+            "a-b_cafe_x.json"
+        );
         assert_eq!(recorded_stub_name("//x//"), "x");
-        assert_eq!(recorded_stub_name(&format!("/{}", "a".repeat(300))).len(), 200);
+        assert_eq!(
+            recorded_stub_name(&format!("/{}", "a".repeat(300))).len(),
+            200
+        );
     }
 }

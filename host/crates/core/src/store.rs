@@ -637,8 +637,7 @@ impl Store {
                 None => {
                     // The name is built from the stub's name, URL and id: it must stay
                     // in `mappings/` whatever they hold.
-                    let v: serde_json::Value =
-                        serde_json::from_str(&m.json).unwrap_or_default();
+                    let v: serde_json::Value = serde_json::from_str(&m.json).unwrap_or_default();
                     let name = self
                         .filenames
                         .file_name(&v, &m.id)

@@ -107,9 +107,7 @@ pub fn rewrite_regex_operator(expr: &str) -> Result<Rewritten, Error> {
                 }
                 let left = &out[start..];
                 if left.trim().is_empty() {
-                    return Err(Error(format!(
-                        "=~ has nothing on its left in {expr:?}"
-                    )));
+                    return Err(Error(format!("=~ has nothing on its left in {expr:?}")));
                 }
                 while chars.get(i).is_some_and(|c| c.is_whitespace()) {
                     i += 1;
@@ -347,8 +345,7 @@ mod tests {
         let r = rewrite_regex_operator(r#"$[?(@.s =~ /it's \d "q"/)]"#).unwrap();
         assert_eq!(r.regexes, vec![r#"it's \d "q""#.to_owned()]);
         assert!(
-            r.expression
-                .contains(r#"match(@.s, 'it\'s \\d "q"')"#),
+            r.expression.contains(r#"match(@.s, 'it\'s \\d "q"')"#),
             "{}",
             r.expression
         );

@@ -813,9 +813,11 @@ impl RequestPattern {
         }
 
         if let Some(custom) = &self.custom {
-            rows.push(custom_matcher_row(custom.as_ref(), || {
-                self.path_parameters(req)
-            }, req));
+            rows.push(custom_matcher_row(
+                custom.as_ref(),
+                || self.path_parameters(req),
+                req,
+            ));
         }
 
         rows
@@ -1294,7 +1296,8 @@ mod tests {
             v: &Value,
             path: &str,
             warnings: &mut Vec<decoy_spec::fields::FieldError>,
-        ) -> decoy_spec::fields::FieldResult<std::sync::Arc<dyn crate::custom::CustomMatch>> {
+        ) -> decoy_spec::fields::FieldResult<std::sync::Arc<dyn crate::custom::CustomMatch>>
+        {
             let name = v["name"].as_str().unwrap_or_default();
             if name == "known" {
                 return Ok(std::sync::Arc::new(Says(self.0)));
@@ -1309,8 +1312,8 @@ mod tests {
     fn with_custom(name: &str, answer: bool) -> RequestPattern {
         let v = json!({"method": "GET", "urlPath": "/todo", "customMatcher": {"name": name}});
         let mut warnings = Vec::new();
-        let p = RequestPattern::parse_with(&v, "request", &mut warnings, Some(&Only(answer)))
-            .unwrap();
+        let p =
+            RequestPattern::parse_with(&v, "request", &mut warnings, Some(&Only(answer))).unwrap();
         assert_eq!(warnings.len(), usize::from(name != "known"), "{warnings:?}");
         p
     }

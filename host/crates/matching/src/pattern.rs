@@ -974,7 +974,10 @@ mod tests {
         assert!(!m(stub.clone(), r#"{"query": "CVE-2022-1"}"#));
         assert!(!m(stub, r#"{"other": "CVE-2021-44228"}"#));
         // Whole value, not a search.
-        assert!(!m(json!({"matchesJsonPath": "$[?(@.q =~ /CVE/)]"}), r#"{"q": "a CVE b"}"#));
+        assert!(!m(
+            json!({"matchesJsonPath": "$[?(@.q =~ /CVE/)]"}),
+            r#"{"q": "a CVE b"}"#
+        ));
         // Flags: case-insensitive, dot-all; Java-only ones are accepted and dropped.
         let ci = json!({"matchesJsonPath": "$.hits[?(@.q =~ /cve-.*/i)]"});
         assert!(m(ci.clone(), r#"{"hits": [{"q": "CVE-1"}]}"#));
@@ -998,7 +1001,10 @@ mod tests {
             r#"{"o": {"k": "x"}}"#
         ));
         // The regex first, as Jayway also reads it.
-        assert!(m(json!({"matchesJsonPath": "$[?(/b.*/ =~ @.s)]"}), r#"{"s": "bc"}"#));
+        assert!(m(
+            json!({"matchesJsonPath": "$[?(/b.*/ =~ @.s)]"}),
+            r#"{"s": "bc"}"#
+        ));
         // With a sub-pattern, and combined with another test.
         assert!(m(
             json!({"matchesJsonPath": {"expression": "$.items[?(@.n =~ /x.*/ && @.k == 1)].n",
