@@ -71,6 +71,8 @@ pub struct ServeOptions {
     pub record_mappings: bool,
     /// `--match-headers`: request headers recorded as `equalTo` matches.
     pub match_headers: Vec<String>,
+    /// `--filename-template`: how saved and recorded stub files are named.
+    pub filenames: decoy_core::filenames::FilenameMaker,
     /// `--webhook-threadpool-size`: webhooks sent at once (more wait their turn).
     pub webhook_concurrency: usize,
 }
@@ -124,6 +126,7 @@ impl Default for ServeOptions {
             deny_proxy_targets: None,
             record_mappings: false,
             match_headers: Vec::new(),
+            filenames: Default::default(),
             webhook_concurrency: crate::webhooks::DEFAULT_CONCURRENCY,
         }
     }
@@ -320,7 +323,10 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         Some(s) => Engine::with_shared_scenarios(s.clone()),
         None => Engine::new(Vec::new()),
     });
-    let store = Arc::new(Store::with_context(&opts.root_dir, engine.clone(), ctx));
+    let store = Arc::new(
+        Store::with_context(&opts.root_dir, engine.clone(), ctx)
+            .with_filenames(opts.filenames.clone()),
+    );
     store.install_initial(report);
     if let Some(stub) = proxy_all {
         let mapping =

@@ -22,7 +22,14 @@ fn main() {
         .expect("host/crates/plugin-host is inside the workspace")
         .to_path_buf();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
-    for dir in ["guest-sdk", "wit", "plugins/response-template"] {
+    for dir in [
+        "guest-sdk",
+        "wit",
+        "plugins/response-template",
+        // Crates the bundled plugin shares with the host.
+        "host/crates/datefmt",
+        "host/crates/jsonpath",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-env-changed=DECOY_PLUGIN_TARGET_DIR");

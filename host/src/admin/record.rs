@@ -295,10 +295,13 @@ pub fn make_stubs(
         } else {
             events[..1].to_vec()
         };
-        let base_name = slug(&events[0].request);
+        let base_name = decoy_core::filenames::recorded_stub_name(events[0].request.path());
         let scenario = if repeats {
             scenario_count += 1;
-            Some(format!("scenario-{scenario_count}-{base_name}"))
+            Some(format!(
+                "scenario-{scenario_count}-{}",
+                path_parts(events[0].request.path())
+            ))
         } else {
             None
         };
@@ -309,7 +312,7 @@ pub fn make_stubs(
             stub.insert("id".into(), json!(id));
             stub.insert("name".into(), json!(base_name));
             stub.insert("request".into(), request.clone());
-            let (response, file) = response_def(spec, e, &base_name, &id);
+            let (response, file) = response_def(spec, e, &Value::Object(stub.clone()), &id);
             stub.insert("response".into(), response);
             if spec.persist {
                 stub.insert("persistent".into(), json!(true));
@@ -333,6 +336,7 @@ pub fn make_stubs(
     }
 
     let mut mappings_out = Vec::new();
+    let mut in_memory: Vec<&Value> = Vec::new();
     if spec.persist {
         let root = store.root();
         let mut written = Vec::new();
@@ -347,33 +351,39 @@ pub fn make_stubs(
                 let path = paths::inside(&dir, name, "__files").map_err(outside)?;
                 std::fs::write(path, bytes).map_err(io)?;
             }
-            let name = format!(
-                "{}-{}.json",
-                stub["name"].as_str().unwrap_or("mapping"),
-                stub["id"].as_str().unwrap_or_default()
-            );
+            let name = store
+                .filenames()
+                .file_name(stub, stub["id"].as_str().unwrap_or_default())
+                .map_err(outside)?;
             let path =
                 paths::inside(&load::mappings_dir(root), &name, "mappings").map_err(outside)?;
             let text = serde_json::to_string_pretty(stub).unwrap_or_default() + "\n";
             std::fs::write(path, text).map_err(io)?;
-            written.push(PathBuf::from("mappings").join(name));
+            let rel = PathBuf::from("mappings").join(name);
+            if load::is_mapping_file_name(&rel) {
+                written.push(rel);
+            } else {
+                // A --filename-template without `.json`: the file is no mapping file
+                // (it would be dropped at the next rescan), so the stub stays in memory.
+                in_memory.push(stub);
+            }
         }
         store.adopt_files(&written);
     } else {
-        for (stub, _) in &stubs {
-            match decoy_core::mapping::Mapping::parse(stub, store.context(), None, &mut Vec::new())
-            {
-                Ok(m) => {
-                    store.upsert(m);
-                }
-                Err(errs) => tracing::warn!(
-                    "a recorded stub was not valid: {}",
-                    errs.iter()
-                        .map(|e| e.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
+        in_memory.extend(stubs.iter().map(|(stub, _)| stub));
+    }
+    for stub in in_memory {
+        match decoy_core::mapping::Mapping::parse(stub, store.context(), None, &mut Vec::new()) {
+            Ok(m) => {
+                store.upsert(m);
             }
+            Err(errs) => tracing::warn!(
+                "a recorded stub was not valid: {}",
+                errs.iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
         }
     }
     // Newest first, with `uuid`, as WireMock lists them.
@@ -451,12 +461,8 @@ fn request_pattern(spec: &Spec, e: &ServeEvent) -> Value {
 type BodyFile = (String, Vec<u8>);
 
 /// The response part of a recorded stub, and the body file to write, if any.
-fn response_def(
-    spec: &Spec,
-    e: &ServeEvent,
-    base_name: &str,
-    id: &str,
-) -> (Value, Option<BodyFile>) {
+/// `stub` is the stub so far (id, name, request), which the body file is named from.
+fn response_def(spec: &Spec, e: &ServeEvent, stub: &Value, id: &str) -> (Value, Option<BodyFile>) {
     let mut out = Map::new();
     out.insert("status".into(), json!(e.status));
     let body = e.response_body();
@@ -476,7 +482,12 @@ fn response_def(
         };
         let extract = threshold.is_some_and(|t| body.len() as u64 > t);
         if extract {
-            let name = format!("{base_name}-{id}.{}", extension(&ct, text.is_some()));
+            // WireMock names body files with its default template whatever
+            // --filename-template says: `<name>-<id>.<extension>`.
+            let ext = extension(&ct, text.is_some());
+            let name = decoy_core::filenames::FilenameMaker::for_body_file(ext)
+                .file_name(stub, id)
+                .unwrap_or_else(|_| format!("{id}.{ext}"));
             out.insert("bodyFileName".into(), json!(name));
             file = Some((name, body.to_vec()));
         } else if let Some(t) = text {
@@ -556,28 +567,15 @@ fn extension(ct: &str, text: bool) -> &'static str {
     }
 }
 
-/// `GET /api/users/7?x=1` → `api_users_7`, as WireMock names recorded stubs.
-fn slug(req: &decoy_spec::request::RequestSnapshot) -> String {
-    let s: String = req
-        .path()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let s = s.trim_matches('_');
-    let mut out = String::new();
-    for c in s.chars() {
-        if !(c == '_' && out.ends_with('_')) {
-            out.push(c);
-        }
-    }
-    out.truncate(80);
-    if out.is_empty() { "root".into() } else { out }
+/// The path's segments, percent-decoded, joined with `-` (`/api/users/7` →
+/// `api-users-7`): how WireMock's `Urls.urlToPathParts` names a recording's scenarios.
+fn path_parts(raw_path: &str) -> String {
+    percent_encoding::percent_decode_str(raw_path)
+        .decode_utf8_lossy()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 #[cfg(test)]
@@ -593,12 +591,9 @@ mod tests {
     }
 
     #[test]
-    fn slugs_are_made_from_the_path() {
-        let r = decoy_spec::request::RequestSnapshot::new("GET", "/api/Users/7?x=1");
-        assert_eq!(slug(&r), "api_users_7");
-        assert_eq!(
-            slug(&decoy_spec::request::RequestSnapshot::new("GET", "/")),
-            "root"
-        );
+    fn scenarios_are_named_from_the_decoded_path_segments() {
+        assert_eq!(path_parts("/api/Users/7"), "api-Users-7");
+        assert_eq!(path_parts("//a%20b/"), "a b");
+        assert_eq!(path_parts("/"), "");
     }
 }

@@ -137,6 +137,10 @@ pub struct ServeArgs {
     /// With --record-mappings: request headers (comma-separated) to record as matches.
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     match_headers: Vec<String>,
+    /// Handlebars template naming the stub files that save and recordings write, as
+    /// WireMock's (extension included): e.g. '{{{method}}}-{{{url}}}-{{{id}}}.json'.
+    #[arg(long, value_name = "TEMPLATE", value_parser = filename_template)]
+    filename_template: Option<decoy_core::filenames::FilenameMaker>,
     /// Keystore with the HTTPS certificate and key: JKS, PKCS#12 or PEM.
     #[arg(long, value_name = "FILE")]
     https_keystore: Option<PathBuf>,
@@ -220,8 +224,6 @@ pub struct ServeArgs {
     #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
     permitted_system_keys: Option<String>,
     #[arg(long, hide = true)]
-    filename_template: Option<String>,
-    #[arg(long, hide = true)]
     disable_optimize_xml_factories_loading: bool,
     #[arg(long, hide = true)]
     disable_strict_http_headers: bool,
@@ -273,6 +275,12 @@ fn admin_token(v: &str) -> Result<TokenArg, String> {
     Ok(TokenArg(
         (!v.is_empty()).then(|| decoy::admin::auth::AdminToken::new(v)),
     ))
+}
+
+/// `--filename-template`: checked and compiled before anything starts, so a template
+/// WireMock refuses, or one that names no file inside `mappings/`, stops the start.
+fn filename_template(v: &str) -> Result<decoy_core::filenames::FilenameMaker, String> {
+    decoy_core::filenames::FilenameMaker::from_option(v)
 }
 
 /// `--admin-api-basic-auth`: exactly `user:password`, as WireMock requires.
@@ -392,11 +400,6 @@ impl ServeArgs {
             self.permitted_system_keys.is_some(),
             "--permitted-system-keys",
             "the sandboxed response-template plugin has no systemValue helper and reads no environment, so there is nothing to permit",
-        );
-        note(
-            self.filename_template.is_some(),
-            "--filename-template",
-            "decoy names saved and recorded stub files itself (docs/lifecycle.md)",
         );
         note(
             self.disable_optimize_xml_factories_loading,
@@ -572,6 +575,7 @@ impl ServeArgs {
             allow_proxy_targets: self.allow_proxy_targets,
             deny_proxy_targets: self.deny_proxy_targets,
             record_mappings: self.record_mappings,
+            filenames: self.filename_template.unwrap_or_default(),
             match_headers: self
                 .match_headers
                 .into_iter()

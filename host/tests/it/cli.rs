@@ -478,6 +478,7 @@ const CARRIED_OUT: &[&str] = &[
     "preserve-host-header",
     "proxy-via",
     "record-mappings",
+    "filename-template",
     "keystore-password",
     "key-manager-password",
     "keystore-type",
@@ -625,6 +626,7 @@ fn version_and_help_exit_at_once() {
         "--https-keystore",
         "--proxy-all",
         "--record-mappings",
+        "--filename-template",
     ] {
         assert!(text.contains(flag), "{flag} missing from:\n{text}");
     }
@@ -682,6 +684,30 @@ fn bad_option_values_are_refused_naming_the_option_and_the_reason() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--disable-http"));
+}
+
+#[test]
+fn a_filename_template_that_cannot_name_a_file_in_mappings_stops_the_start() {
+    for (template, reason) in [
+        // WireMock's own check: each part between dashes holds a {{{value}}}.
+        ("stub-{{{id}}}.json", "\"stub\" does not"),
+        ("{{{id}}}{{#if name}}", "not a valid Handlebars template"),
+        // Only dots are left: the folder above mappings/.
+        ("{{{nothing}}}..", "\"..\""),
+    ] {
+        let out = decoy()
+            .args(["serve", "--port", "0", "--bind-address", "127.0.0.1"])
+            .args(["--filename-template", template, "--root-dir"])
+            .arg(root(&[]).path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{template}: {err}");
+        assert!(
+            err.contains("--filename-template") && err.contains(reason),
+            "{template}: {err}"
+        );
+    }
 }
 
 fn raw_request(port: u16, request: &str) -> String {

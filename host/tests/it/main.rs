@@ -14,6 +14,7 @@ mod amqp;
 mod amqp_restart;
 mod cli;
 mod dashboard;
+mod filenames;
 mod fixtures;
 mod fuzz_requests;
 mod hardening_matching;

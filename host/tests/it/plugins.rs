@@ -164,6 +164,107 @@ async fn a_rust_custom_matcher_decides_which_stub_answers() {
 }
 
 #[tokio::test]
+async fn a_custom_matcher_no_plugin_provides_is_loaded_never_matches_and_is_reported_as_wiremock_does()
+ {
+    // The WireMock state extension's matcher, in neither engine.
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"method": "GET", "urlPattern": "/api/v1/todolist",
+                     "customMatcher": {"name": "state-matcher",
+                                       "parameters": {"hasContext": "todolist"}}},
+         "response": {"body": "from the state"}}
+    ]));
+    let report = decoy_core::mapping::load::load_root(dir.path()).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.mappings.len(), 1);
+    let warnings: Vec<String> = report.warnings.iter().map(|p| p.to_string()).collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("mappings/stubs.json")
+            && w.contains("mapping #0")
+            && w.contains("request.customMatcher.name: no plugin named \"state-matcher\": the stub is loaded but never matches")),
+        "{warnings:?}"
+    );
+
+    let server = crate::common::serve(dir.path()).await;
+    let a = get(server.http_addr, "/api/v1/todolist").await;
+    assert_eq!(a.status, 404, "{}", a.body);
+    // WireMock 3.13.2's report for this root and request, as it printed it: a section
+    // title on both sides for the matcher it does not have.
+    let rule = "-".repeat(119);
+    let row = |l: &str, r: &str| {
+        format!(
+            "{l:<59}|{}",
+            if r.is_empty() {
+                String::new()
+            } else {
+                format!(" {r}")
+            }
+        )
+    };
+    let title = "[custom matcher: state-matcher]";
+    let want = [
+        String::new(),
+        format!("{:>70}", "Request was not matched"),
+        format!("{:>70}", "======================="),
+        String::new(),
+        rule.clone(),
+        format!("| {:<57}| {:<57}|", "Closest stub", "Request"),
+        rule.clone(),
+        row("", ""),
+        row("GET", "GET"),
+        row("[regex] /api/v1/todolist", "/api/v1/todolist"),
+        row("", ""),
+        row(title, title),
+        row("", ""),
+        rule,
+    ]
+    .join("\n")
+        + "\n";
+    assert_eq!(a.body, want);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_custom_matcher_plugin_added_later_is_used_from_then_on() {
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"method": "POST", "urlPath": "/orders",
+                     "customMatcher": {"name": "json-field-matcher",
+                                       "parameters": {"pointer": "/tier", "oneOf": ["gold"]}}},
+         "response": {"body": "priority lane"}},
+        {"request": {"method": "POST", "urlPath": "/orders"}, "priority": 10,
+         "response": {"body": "normal lane"}}
+    ]));
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let gold = r#"{"tier": "gold"}"#;
+    // Not installed: the stub is there, and never matches.
+    assert_eq!(
+        send(addr, "POST", "/orders", &[], gold).await.body,
+        "normal lane"
+    );
+    // Written whole under a hidden name, then renamed into place.
+    let tmp = dir.path().join("plugins/.json-field-matcher.tmp");
+    std::fs::copy(json_matcher(), &tmp).unwrap();
+    std::fs::rename(&tmp, dir.path().join("plugins/json-field-matcher.wasm")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = send(addr, "POST", "/orders", &[], gold).await.body;
+        if body == "priority lane" || std::time::Instant::now() > deadline {
+            assert_eq!(body, "priority lane");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        send(addr, "POST", "/orders", &[], r#"{"tier": "bronze"}"#)
+            .await
+            .body,
+        "normal lane"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
     let dir = crate::common::root_with_stubs(json!([
         hostile_stub("/loop", "loop"),

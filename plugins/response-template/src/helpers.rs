@@ -738,6 +738,19 @@ fn json_path(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
         function = Some(name.to_owned());
         expr = head.to_owned();
     }
+    // Jayway's `=~` (`[?(@.name =~ /a.*/i)]`) becomes RFC 9535's `match()`, as in
+    // decoy's matchers; a regex the `regex` crate cannot run is a bad path, as a
+    // regex Java cannot compile is in WireMock.
+    let expr = match decoy_jsonpath::rewrite_regex_operator(&expr) {
+        Ok(r)
+            if r.regexes
+                .iter()
+                .all(|re| regex::Regex::new(&format!("(?R)^({re})$")).is_ok()) =>
+        {
+            r.expression
+        }
+        _ => return error(format!("{path} is not a valid JSONPath expression")),
+    };
     let Ok(jp) = serde_json_path::JsonPath::parse(&expr) else {
         return error(format!("{path} is not a valid JSONPath expression"));
     };

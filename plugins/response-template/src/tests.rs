@@ -142,6 +142,32 @@ fn json_and_xml_helpers() {
 }
 
 #[test]
+fn json_path_filters_understand_jayways_regex_operator() {
+    let req = http(
+        "POST",
+        "/search",
+        &[],
+        r#"{"hits":[{"id":"a","q":"CVE-2021-44228 log4j"},{"id":"b","q":"cve-2022-1"},
+                    {"id":"c","q":"path/to/x"},{"id":"d","q":"it's"},{"id":"e","tags":["x","y"]}]}"#,
+    );
+    let t = |path: &str| render_for(&format!("{{{{jsonPath request.body \"{path}\"}}}}"), &req);
+    // A full match, as Jayway's `Matcher.matches()`.
+    assert_eq!(t("$.hits[?(@.q =~ /.*CVE-2021-44228.*/)].id"), r#"["a"]"#);
+    assert_eq!(t("$.hits[?(@.q =~ /CVE/)].id"), "[]");
+    // Flags, an escaped `/`, a quote in the regex, a list on the left.
+    assert_eq!(t("$.hits[?(@.q =~ /cve-.*/i)].id"), r#"["a","b"]"#);
+    // (The template's string literal is read as JSON: `\\/` there is Jayway's `\/`.)
+    assert_eq!(t(r"$.hits[?(@.q =~ /path\\/to\\/.*/)].id"), r#"["c"]"#);
+    assert_eq!(t("$.hits[?(@.q =~ /it's/)].id"), r#"["d"]"#);
+    assert_eq!(t("$.hits[?(@.tags =~ /y/)].id"), r#"["e"]"#);
+    // A regex the regex crate cannot run (look-ahead) is a bad path, not "no match".
+    assert_eq!(
+        t("$.hits[?(@.q =~ /(?=x).*/)].id"),
+        "[ERROR: $.hits[?(@.q =~ /(?=x).*/)].id is not a valid JSONPath expression]"
+    );
+}
+
+#[test]
 fn string_number_and_logic_helpers() {
     assert_eq!(
         r("{{upper 'ab'}}{{lower 'CD'}}{{capitalize 'hello world'}}"),

@@ -10,6 +10,8 @@
 //!   one swap per change.
 //! - [`journal`]: the bounded record of served requests; [`metrics`]: counters and
 //!   latency histograms; [`latency`]: the fine histogram behind live percentiles.
+//! - [`filenames`]: the names of the stub files decoy writes (save, recordings), from
+//!   WireMock's templates (`--filename-template`).
 //! - [`paths`]: the check that keeps every file name decoy builds or is given inside
 //!   its folder (no `..`, no symlink leading out).
 //! - [`shared`]: the seams for state shared between instances (`--state`): scenario
@@ -24,6 +26,7 @@
 //! depend on: transports (HTTP, MQ), the admin API, the binary.
 
 pub mod engine;
+pub mod filenames;
 pub mod journal;
 pub mod latency;
 pub mod mapping;

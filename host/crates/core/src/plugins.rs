@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use decoy_matching::custom::{CustomMatch, CustomMatchers, MatchFailure};
+use decoy_matching::custom::{CustomMatch, CustomMatchers, MatchFailure, MissingMatcher};
 use decoy_plugin_host::{Plugin, PluginFailure, Plugins, wit};
 use decoy_spec::fields::{FieldError, FieldResult, as_object, as_str, join};
 use decoy_spec::plan::ResponsePlan;
@@ -20,9 +20,32 @@ use serde_json::Value;
 pub struct PluginMatchers<'a>(pub &'a Plugins);
 
 impl CustomMatchers for PluginMatchers<'_> {
-    fn resolve(&self, v: &Value, path: &str) -> FieldResult<Arc<dyn CustomMatch>> {
-        Ok(Arc::new(CustomMatcher::parse(v, path, self.0)?))
+    /// A name no plugin has is a warning, not an error: WireMock loads a stub whose
+    /// matcher it does not have (an extension it was started without) and never
+    /// matches it, and so does decoy, until the plugin appears (adding it to the
+    /// plugins folder re-reads the mappings). A plugin that exists but cannot be used
+    /// is an error.
+    fn resolve(
+        &self,
+        v: &Value,
+        path: &str,
+        warnings: &mut Vec<FieldError>,
+    ) -> FieldResult<Arc<dyn CustomMatch>> {
+        match CustomMatcher::parse(v, path, self.0)? {
+            Resolved::Plugin(m) => Ok(Arc::new(m)),
+            Resolved::Missing(name) => {
+                warnings.push(FieldError::new(join(path, "name"), unknown_matcher(&name)));
+                Ok(Arc::new(MissingMatcher { name }))
+            }
+        }
     }
+}
+
+/// What a `customMatcher` names: a plugin's matcher, or a name no plugin has.
+#[derive(Debug)]
+pub enum Resolved {
+    Plugin(CustomMatcher),
+    Missing(String),
 }
 
 /// `request.customMatcher`: `{"name": "...", "parameters": {...}}`.
@@ -37,7 +60,7 @@ pub struct CustomMatcher {
 }
 
 impl CustomMatcher {
-    pub fn parse(v: &Value, path: &str, plugins: &Plugins) -> FieldResult<CustomMatcher> {
+    pub fn parse(v: &Value, path: &str, plugins: &Plugins) -> FieldResult<Resolved> {
         let obj = as_object(v, path)?;
         for k in obj.keys() {
             if k != "name" && k != "parameters" {
@@ -53,6 +76,10 @@ impl CustomMatcher {
                 .ok_or_else(|| FieldError::new(&name_path, "missing: the plugin's name"))?,
             &name_path,
         )?;
+        let parameters = parameters_json(obj.get("parameters"), &join(path, "parameters"))?;
+        if !plugins.exists(name) {
+            return Ok(Resolved::Missing(name.to_owned()));
+        }
         let plugin = plugins
             .get(name)
             .map_err(|e| FieldError::new(&name_path, e))?;
@@ -62,16 +89,19 @@ impl CustomMatcher {
                 format!("plugin {name:?} has no matcher (it exports only a transformer)"),
             ));
         }
-        let parameters = parameters_json(obj.get("parameters"), &join(path, "parameters"))?;
-        Ok(CustomMatcher {
+        Ok(Resolved::Plugin(CustomMatcher {
             plugin,
             parameters,
             context: std::sync::OnceLock::new(),
-        })
+        }))
     }
 }
 
 impl CustomMatch for CustomMatcher {
+    fn name(&self) -> &str {
+        &self.plugin.name
+    }
+
     fn bind(&self, id: &str, name: Option<&str>) {
         let _ = self.context.set(call_context(id, name, &self.parameters));
     }
@@ -349,6 +379,25 @@ pub fn mq_request(
         properties,
         body: body.to_vec(),
     })
+}
+
+/// Why a stub whose `customMatcher` names `name`, which no plugin provides, is loaded
+/// but never matches, and what to use instead for the WireMock extensions met in real
+/// roots.
+pub fn unknown_matcher(name: &str) -> String {
+    let lower: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let instead = if lower.contains("state") {
+        "; the WireMock state extension is not available: keep state in a decoy plugin (its kv store; see docs/plugins.md)"
+    } else {
+        "; if it is a WireMock extension (Java), write a decoy plugin that does the same (docs/plugins.md)"
+    };
+    format!(
+        "no plugin named {name:?}: the stub is loaded but never matches, as in WireMock without that extension, until a plugin of that name is added{instead}"
+    )
 }
 
 /// Why a stub naming transformer `name`, which no plugin provides, is served without

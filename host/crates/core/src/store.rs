@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::engine::Engine;
+use crate::filenames::FilenameMaker;
 use crate::mapping::load::{self, Problem};
 use crate::mapping::{Mapping, ParseContext};
 use crate::shared::{self, StubReplica};
@@ -116,6 +117,8 @@ pub struct Store {
     swaps: AtomicU64,
     /// Where API changes are written first when state is shared (`--state`).
     replica: OnceLock<Arc<dyn StubReplica>>,
+    /// How the stub files `save` and recordings write are named (`--filename-template`).
+    filenames: FilenameMaker,
 }
 
 /// An admin-API change made on another instance, to apply here as it was there.
@@ -153,7 +156,19 @@ impl Store {
             state: Mutex::new(State::default()),
             swaps: AtomicU64::new(0),
             replica: OnceLock::new(),
+            filenames: FilenameMaker::default(),
         }
+    }
+
+    /// The same store, naming the stub files it writes with `filenames`.
+    pub fn with_filenames(mut self, filenames: FilenameMaker) -> Store {
+        self.filenames = filenames;
+        self
+    }
+
+    /// How stub files written into `mappings/` are named.
+    pub fn filenames(&self) -> &FilenameMaker {
+        &self.filenames
     }
 
     /// From now on, API changes go to `replica`, which applies them here (set once,
@@ -588,7 +603,10 @@ impl Store {
     /// file named as WireMock names it; from then on they are all file stubs. Stubs of
     /// a list file are left as they are, an edit of one staying in memory (WireMock
     /// cannot write those either); an unedited file stub that is already persistent is
-    /// not rewritten. Returns the files written.
+    /// not rewritten. An API stub whose file name (`--filename-template`) does not end
+    /// in `.json` is written but stays an API stub: the file is not a mapping file, so
+    /// it would be dropped at the next rescan, and neither engine reads it at start.
+    /// Returns the files written.
     pub fn save(&self) -> std::io::Result<Vec<PathBuf>> {
         let mut st = self.lock();
         let dir = load::mappings_dir(&self.root);
@@ -612,15 +630,23 @@ impl Store {
         // save those); API stubs go to files of their own.
         live.extend(st.api.iter().map(|(_, m)| (m.clone(), None)));
         let mut written = Vec::new();
+        let mut stay_in_memory: HashSet<Arc<str>> = HashSet::new();
         for (m, own) in &live {
             let (rel, full) = match own {
                 Some(rel) => (rel.clone(), self.root.join(rel)),
                 None => {
                     // The name is built from the stub's name, URL and id: it must stay
                     // in `mappings/` whatever they hold.
-                    let name = file_name_for(m);
+                    let v: serde_json::Value = serde_json::from_str(&m.json).unwrap_or_default();
+                    let name = self
+                        .filenames
+                        .file_name(&v, &m.id)
+                        .map_err(std::io::Error::other)?;
                     let full = crate::paths::inside(&dir, &name, "mappings")
                         .map_err(std::io::Error::other)?;
+                    if !load::is_mapping_file_name(Path::new(&name)) {
+                        stay_in_memory.insert(m.id.clone());
+                    }
                     (PathBuf::from("mappings").join(name), full)
                 }
             };
@@ -632,10 +658,12 @@ impl Store {
             written.push(rel);
         }
         let moved: HashSet<Arc<str>> = live.iter().map(|(m, _)| m.id.clone()).collect();
-        st.api.clear();
+        st.api.retain(|(_, m)| stay_in_memory.contains(&m.id));
         st.overrides.retain(|id, _| !moved.contains(id));
         for rel in &written {
-            self.refresh_file(&mut st, rel, true);
+            if load::is_mapping_file_name(rel) {
+                self.refresh_file(&mut st, rel, true);
+            }
         }
         self.publish(&mut st);
         Ok(written)
@@ -717,66 +745,4 @@ fn is_single_stub_file(st: &State, rel: &Path) -> bool {
             .and_then(|f| f.mappings.first())
             .and_then(|m| m.source.as_ref())
             .is_some_and(|src| src.in_list)
-}
-
-/// WireMock's file name for a saved stub (its `FilenameMaker` default template,
-/// `{{#if name}}{{{name}}}{{else}}{{{method}}}-{{{url}}}{{/if}}-{{{id}}}.json`): the
-/// name, or else the method and the URL matcher's expected value, then the id; spaces
-/// become dashes, every character but ASCII letters, digits, `_`, `-` and `.` is
-/// dropped, and the result is lower-cased (`get-imp3-<id>.json`).
-fn file_name_for(m: &Mapping) -> String {
-    let v: serde_json::Value = serde_json::from_str(&m.json).unwrap_or_default();
-    let request = v.get("request");
-    let name = m.name.as_deref().filter(|n| !n.is_empty());
-    let stem = match name {
-        Some(n) => n.to_owned(),
-        None => {
-            let method = request
-                .and_then(|r| r.get("method"))
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("ANY");
-            let url = [
-                "url",
-                "urlPath",
-                "urlPattern",
-                "urlPathPattern",
-                "urlPathTemplate",
-            ]
-            .iter()
-            .find_map(|k| request.and_then(|r| r.get(*k)).and_then(|u| u.as_str()))
-            .unwrap_or("(always)");
-            format!("{method}-{url}")
-        }
-    };
-    sanitise(&format!("{stem}-{}", m.id)) + ".json"
-}
-
-/// WireMock's `FilenameMaker.sanitise`: Java's `split(" ")` (trailing empty pieces
-/// dropped) joined with `-`, then `[^\w-.]` removed and lower-cased.
-fn sanitise(s: &str) -> String {
-    let mut pieces: Vec<&str> = s.split(' ').collect();
-    while pieces.last().is_some_and(|p| p.is_empty()) {
-        pieces.pop();
-    }
-    pieces
-        .join("-")
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sanitise;
-
-    #[test]
-    fn file_names_are_sanitised_as_wiremock_does() {
-        assert_eq!(sanitise("GET-/imp/3-id"), "get-imp3-id");
-        assert_eq!(sanitise("  Hi There/\u{e9}!-id"), "--hi-there-id");
-        assert_eq!(sanitise("POST-/p q/\u{e9}-id"), "post-p-q-id");
-        assert_eq!(sanitise("ANY-/x/.*-id"), "any-x.-id");
-        assert_eq!(sanitise("PUT-(always)-id"), "put-always-id");
-        assert_eq!(sanitise("a  "), "a");
-    }
 }

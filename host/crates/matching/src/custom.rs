@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use decoy_spec::fields::FieldResult;
+use decoy_spec::fields::{FieldError, FieldResult};
 use decoy_spec::request::RequestSnapshot;
 use serde_json::Value;
 
@@ -36,6 +36,16 @@ impl std::fmt::Display for MatchFailure {
 
 /// One compiled `customMatcher`.
 pub trait CustomMatch: Send + Sync + std::fmt::Debug {
+    /// The name the stub gave (`customMatcher.name`), for the not-matched report.
+    fn name(&self) -> &str;
+
+    /// Whether something provides this matcher; `false` for a [`MissingMatcher`],
+    /// which the not-matched report shows as WireMock shows an extension it does
+    /// not have.
+    fn installed(&self) -> bool {
+        true
+    }
+
     /// Whether `req` matches; `path_parameters` are its `urlPathTemplate` variables.
     fn matches(
         &self,
@@ -47,7 +57,35 @@ pub trait CustomMatch: Send + Sync + std::fmt::Debug {
     fn bind(&self, _mapping_id: &str, _mapping_name: Option<&str>) {}
 }
 
-/// Resolves a stub's `customMatcher` object (at JSON path `path`) while it is parsed.
+/// Resolves a stub's `customMatcher` object (at JSON path `path`) while it is parsed;
+/// what is worth telling but does not stop the stub goes to `warnings`.
 pub trait CustomMatchers {
-    fn resolve(&self, v: &Value, path: &str) -> FieldResult<Arc<dyn CustomMatch>>;
+    fn resolve(
+        &self,
+        v: &Value,
+        path: &str,
+        warnings: &mut Vec<FieldError>,
+    ) -> FieldResult<Arc<dyn CustomMatch>>;
+}
+
+/// A `customMatcher` naming a matcher nothing provides. WireMock loads such a stub
+/// (the matcher may be an extension it was started without) and it never matches;
+/// so does this. Its not-matched report row is `[custom matcher: NAME]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingMatcher {
+    pub name: String,
+}
+
+impl CustomMatch for MissingMatcher {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn installed(&self) -> bool {
+        false
+    }
+
+    fn matches(&self, _: &RequestSnapshot, _: &[(String, String)]) -> Result<bool, MatchFailure> {
+        Ok(false)
+    }
 }

@@ -407,6 +407,28 @@ fn list_name(ps: &[StringPattern]) -> String {
         .join(" AND ")
 }
 
+/// The custom matcher's row, as WireMock's `Diff` writes it: for a matcher it has,
+/// `[custom matcher: NAME]` against the request shown as one blank (its
+/// `EmptyToStringRequestWrapper`), noted when the matcher says no (it is asked even
+/// when other parts already differ); for one it does not have (an extension it was
+/// started without), a section title `[custom matcher: NAME]` on both sides.
+fn custom_matcher_row(
+    custom: &dyn crate::custom::CustomMatch,
+    path_parameters: impl FnOnce() -> Vec<(String, String)>,
+    req: &RequestSnapshot,
+) -> ReportRow {
+    let title = format!("[custom matcher: {}]", custom.name());
+    if !custom.installed() {
+        return ReportRow {
+            left: title.clone(),
+            right: title,
+            message: None,
+        };
+    }
+    let exact = custom.matches(req, &path_parameters()).unwrap_or(false);
+    ReportRow::part("custom matcher", title, " ".into(), exact)
+}
+
 /// `key: value` per value, one per line (WireMock's `MultiValue.toString`).
 fn multi_value_text(key: &str, values: &[&str]) -> String {
     values
@@ -788,6 +810,14 @@ impl RequestPattern {
                     true,
                 ));
             }
+        }
+
+        if let Some(custom) = &self.custom {
+            rows.push(custom_matcher_row(
+                custom.as_ref(),
+                || self.path_parameters(req),
+                req,
+            ));
         }
 
         rows
@@ -1238,6 +1268,88 @@ mod tests {
             right: right.into(),
             message: message.map(str::to_owned),
         }
+    }
+
+    /// A matcher that answers `answer`, and a resolver that knows only "known".
+    #[derive(Debug)]
+    struct Says(bool);
+
+    impl crate::custom::CustomMatch for Says {
+        fn name(&self) -> &str {
+            "known"
+        }
+
+        fn matches(
+            &self,
+            _: &RequestSnapshot,
+            _: &[(String, String)],
+        ) -> Result<bool, crate::custom::MatchFailure> {
+            Ok(self.0)
+        }
+    }
+
+    struct Only(bool);
+
+    impl crate::custom::CustomMatchers for Only {
+        fn resolve(
+            &self,
+            v: &Value,
+            path: &str,
+            warnings: &mut Vec<decoy_spec::fields::FieldError>,
+        ) -> decoy_spec::fields::FieldResult<std::sync::Arc<dyn crate::custom::CustomMatch>>
+        {
+            let name = v["name"].as_str().unwrap_or_default();
+            if name == "known" {
+                return Ok(std::sync::Arc::new(Says(self.0)));
+            }
+            warnings.push(decoy_spec::fields::FieldError::new(path, "not installed"));
+            Ok(std::sync::Arc::new(crate::custom::MissingMatcher {
+                name: name.to_owned(),
+            }))
+        }
+    }
+
+    fn with_custom(name: &str, answer: bool) -> RequestPattern {
+        let v = json!({"method": "GET", "urlPath": "/todo", "customMatcher": {"name": name}});
+        let mut warnings = Vec::new();
+        let p =
+            RequestPattern::parse_with(&v, "request", &mut warnings, Some(&Only(answer))).unwrap();
+        assert_eq!(warnings.len(), usize::from(name != "known"), "{warnings:?}");
+        p
+    }
+
+    #[test]
+    fn a_custom_matcher_nothing_provides_never_matches_and_gets_wiremocks_section_row() {
+        let p = with_custom("state-matcher", true);
+        let req = request("GET", "/todo", &[], "");
+        assert!(!p.matches(&req));
+        // Every built-in part matches, the custom one never: (0 + 1) / 2.
+        assert_eq!(p.near_miss_distance(&req), 0.5);
+        let title = "[custom matcher: state-matcher]";
+        assert_eq!(p.report_rows(&req).last(), Some(&row(title, title, None)));
+        // Shown even when the URL already differs, as WireMock's Diff does.
+        let other = request("GET", "/elsewhere", &[], "");
+        assert_eq!(p.report_rows(&other).last(), Some(&row(title, title, None)));
+    }
+
+    #[test]
+    fn an_installed_custom_matcher_row_says_whether_it_matched() {
+        let req = request("GET", "/todo", &[], "");
+        let no = with_custom("known", false);
+        assert_eq!(
+            no.report_rows(&req).last(),
+            Some(&row(
+                "[custom matcher: known]",
+                " ",
+                Some("custom matcher does not match")
+            ))
+        );
+        let yes = with_custom("known", true);
+        assert!(yes.matches(&req));
+        assert_eq!(
+            yes.report_rows(&req).last(),
+            Some(&row("[custom matcher: known]", " ", None))
+        );
     }
 
     #[test]

@@ -560,7 +560,21 @@ fn expression_and_sub(
 fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
     let (expression, sub) = expression_and_sub(v, path, "a JSONPath")?;
     let (rfc, length) = jayway_to_rfc9535(&expression);
-    let compiled = JsonPathQuery::parse(&rfc)
+    let rewritten = decoy_jsonpath::rewrite_regex_operator(&rfc)
+        .map_err(|e| FieldError::new(path, format!("invalid JSONPath {expression:?}: {e}")))?;
+    // `match()` compiles its regex with the `regex` crate at each use and takes one it
+    // cannot compile as "no match": checked here, such a path is refused at load.
+    for r in &rewritten.regexes {
+        ::regex::Regex::new(&format!("(?R)^({r})$")).map_err(|e| {
+            FieldError::new(
+                path,
+                format!(
+                    "JSONPath {expression:?}: the regex {r:?} of =~ cannot be used (look-around and back-references are not supported): {e}"
+                ),
+            )
+        })?;
+    }
+    let compiled = JsonPathQuery::parse(&rewritten.expression)
         .map_err(|e| FieldError::new(path, format!("invalid JSONPath {expression:?}: {e}")))?;
     Ok(StringPattern::MatchesJsonPath {
         expression,
@@ -787,7 +801,8 @@ impl JsonPathQuery {
 /// Jayway forms are rewritten: filters `[?(@.a == 1)]` are valid RFC 9535 as they are,
 /// `@.list.size()` / `.length()` inside a filter becomes `length(@.list)`, and a
 /// trailing `.length()` / `.size()` is returned as a flag (the length is computed
-/// after the query).
+/// after the query). The regex operator `=~` is rewritten afterwards, by
+/// `decoy_jsonpath` (shared with the `response-template` plugin).
 fn jayway_to_rfc9535(expr: &str) -> (String, bool) {
     static IN_FILTER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"@((?:\.[A-Za-z0-9_$-]+|\[[^\]]*\])*)\.(?:size|length)\(\)")
@@ -949,6 +964,63 @@ mod tests {
             json!({"matchesJsonPath": "$.user.tags[?(@ == 'c')]"}),
             body
         ));
+    }
+
+    #[test]
+    fn json_path_filters_read_jayways_regex_operator_as_a_full_match() {
+        // The stackrox corpus stub: a request body object filtered on itself.
+        let stub = json!({"matchesJsonPath": "$[?(@.query =~ /.*CVE-2021-44228.*/)]"});
+        assert!(m(stub.clone(), r#"{"query": "is CVE-2021-44228 fixed?"}"#));
+        assert!(!m(stub.clone(), r#"{"query": "CVE-2022-1"}"#));
+        assert!(!m(stub, r#"{"other": "CVE-2021-44228"}"#));
+        // Whole value, not a search.
+        assert!(!m(
+            json!({"matchesJsonPath": "$[?(@.q =~ /CVE/)]"}),
+            r#"{"q": "a CVE b"}"#
+        ));
+        // Flags: case-insensitive, dot-all; Java-only ones are accepted and dropped.
+        let ci = json!({"matchesJsonPath": "$.hits[?(@.q =~ /cve-.*/i)]"});
+        assert!(m(ci.clone(), r#"{"hits": [{"q": "CVE-1"}]}"#));
+        assert!(!m(ci, r#"{"hits": [{"q": "xCVE-1"}]}"#));
+        let dotall = json!({"matchesJsonPath": "$[?(@.t =~ /a.b/su)]"});
+        assert!(m(dotall, "{\"t\": \"a\\nb\"}"));
+        // An escaped `/`, and a quote, inside the regex.
+        let slash = json!({"matchesJsonPath": r"$[?(@.p =~ /\/api\/v[0-9]+\/.*/)]"});
+        assert!(m(slash.clone(), r#"{"p": "/api/v2/users"}"#));
+        assert!(!m(slash, r#"{"p": "/api/vx/users"}"#));
+        let quote = json!({"matchesJsonPath": "$[?(@.s =~ /it's \\d+/)]"});
+        assert!(m(quote, r#"{"s": "it's 42"}"#));
+        // A list on the left matches when one element does, as in Jayway.
+        let tags = json!({"matchesJsonPath": "$[?(@.tags =~ /b.*/)]"});
+        assert!(m(tags.clone(), r#"{"tags": ["a", "bc"]}"#));
+        assert!(!m(tags.clone(), r#"{"tags": ["a", "c"]}"#));
+        assert!(m(tags, r#"{"tags": "bc"}"#));
+        // An object is not looked into (Jayway matches it as empty text).
+        assert!(!m(
+            json!({"matchesJsonPath": "$[?(@.o =~ /x/)]"}),
+            r#"{"o": {"k": "x"}}"#
+        ));
+        // The regex first, as Jayway also reads it.
+        assert!(m(
+            json!({"matchesJsonPath": "$[?(/b.*/ =~ @.s)]"}),
+            r#"{"s": "bc"}"#
+        ));
+        // With a sub-pattern, and combined with another test.
+        assert!(m(
+            json!({"matchesJsonPath": {"expression": "$.items[?(@.n =~ /x.*/ && @.k == 1)].n",
+                                       "equalTo": "xy"}}),
+            r#"{"items": [{"n": "xy", "k": 1}, {"n": "xz", "k": 2}]}"#
+        ));
+    }
+
+    #[test]
+    fn a_regex_operator_decoy_cannot_run_is_refused_at_load() {
+        let e = StringPattern::parse(&json!({"matchesJsonPath": "$[?(@.a =~ /(?=x)y/)]"}), "b")
+            .unwrap_err();
+        assert!(e.reason.contains("cannot be used"), "{}", e.reason);
+        let e = StringPattern::parse(&json!({"matchesJsonPath": "$[?(@.a =~ /abc)]"}), "b")
+            .unwrap_err();
+        assert!(e.reason.contains("no closing /"), "{}", e.reason);
     }
 
     #[test]

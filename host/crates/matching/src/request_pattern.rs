@@ -322,7 +322,9 @@ impl RequestPattern {
                     "customMatcher is only supported in stub mappings",
                 ));
             }
-            (Some(cm), Some(resolver)) => Some(resolver.resolve(cm, &join(path, "customMatcher"))?),
+            (Some(cm), Some(resolver)) => {
+                Some(resolver.resolve(cm, &join(path, "customMatcher"), warnings)?)
+            }
         };
         warn_unknown(obj, path, REQUEST_FIELDS, &[], warnings);
 

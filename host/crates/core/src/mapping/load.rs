@@ -132,6 +132,16 @@ pub fn json_files(root: &Path, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// Whether a file at `path` is read as a mapping file: `*.json`, not hidden.
+pub fn is_mapping_file_name(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        && !path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'))
+}
+
 fn walk(
     root: &Path,
     dir: &Path,
@@ -162,14 +172,7 @@ fn walk(
             let r = walk(root, &path, out, open);
             open.pop();
             r?;
-        } else if path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
-            && !path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-        {
+        } else if is_mapping_file_name(&path) {
             out.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
         }
     }
