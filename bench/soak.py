@@ -143,9 +143,17 @@ def http_worker(port, stop, rate, errors, counts, big_bodies):
         elif r < 0.85:
             kind, method, path, body, want = "unmatched", "POST", f"/nowhere/{rnd.randrange(100)}", rnd.choice(big_bodies), (404, None)
         else:
-            path = rnd.choice(["/__admin/mappings", "/__admin/requests?limit=20", "/__admin/requests/unmatched/near-misses",
+            # Near misses of one request (POST near-misses/request), not of every
+            # unmatched request in the journal: that list carries each request's body
+            # three times, so with the journal full of 1 MiB bodies one answer is
+            # gigabytes (decoy streams it; the client here would have to read it).
+            path = rnd.choice(["/__admin/mappings", "/__admin/requests?limit=20", "/__admin/near-misses/request",
                                "/__admin/metrics", "/__admin/problems", "/__admin/health"])
             kind, method, body, want = "admin", "GET", None, (200, None)
+            if path == "/__admin/near-misses/request":
+                method = "POST"
+                body = json.dumps({"url": f"/nowhere/{rnd.randrange(100)}", "method": "POST",
+                                   "body": "<orde"}).encode()
         try:
             conn.request(method, path, body=body, headers={"Content-Type": "application/octet-stream"} if body else {})
             resp = conn.getresponse()

@@ -90,6 +90,18 @@ impl AdminReply {
         render: fn(&T) -> Value,
         rest: Value,
     ) -> Self {
+        AdminReply::json_list_of(status, key, items, move |item| vec![render(item)], rest)
+    }
+
+    /// As [`AdminReply::json_list`], where each item gives any number of entries of
+    /// the list (the near misses of one unmatched request), rendered as it is sent.
+    fn json_list_of<T: Send + Sync + 'static>(
+        status: u16,
+        key: &str,
+        items: Vec<T>,
+        render: impl Fn(&T) -> Vec<Value> + Send + 'static,
+        rest: Value,
+    ) -> Self {
         let mut tail = String::from("\n  ]");
         if let Value::Object(obj) = rest {
             for (k, v) in obj {
@@ -103,12 +115,16 @@ impl AdminReply {
         tail.push_str("\n}");
         let head = format!("{{\n  {}: [", Value::String(key.to_owned()));
         let produce = move |sink: Sink<'_>| {
-            for (i, item) in items.iter().enumerate() {
-                let mut piece = Vec::from(if i == 0 { "\n" } else { ",\n" });
-                if serde_json::to_writer_pretty(&mut piece, &render(item)).is_err()
-                    || !sink(Bytes::from(piece))
-                {
-                    return;
+            let mut first = true;
+            for item in &items {
+                for entry in render(item) {
+                    let mut piece = Vec::from(if first { "\n" } else { ",\n" });
+                    first = false;
+                    if serde_json::to_writer_pretty(&mut piece, &entry).is_err()
+                        || !sink(Bytes::from(piece))
+                    {
+                        return;
+                    }
                 }
             }
             sink(Bytes::from(tail));

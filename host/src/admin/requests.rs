@@ -78,16 +78,22 @@ impl Admin {
                 )
             }
             ("GET", ["unmatched", "near-misses"]) => {
-                let mut misses = Vec::new();
-                for e in self
+                // Streamed, an unmatched request at a time: each near miss carries the
+                // request, so with large bodies the whole list once took gigabytes.
+                let events: Vec<_> = self
                     .journal
                     .newest_first()
                     .into_iter()
                     .filter(|e| !e.was_matched())
-                {
-                    misses.extend(self.near_misses_for(&e.request, Some(&e)));
-                }
-                AdminReply::json(200, json!({ "nearMisses": misses }))
+                    .collect();
+                let engine = Arc::clone(self.engine());
+                AdminReply::json_list_of(
+                    200,
+                    "nearMisses",
+                    events,
+                    move |e| near_misses_for(&engine, &e.request, Some(e)),
+                    json!({}),
+                )
             }
             ("GET", [id]) => match self.journal.get(id) {
                 Some(e) => AdminReply::json(200, serve_event(self.engine(), &e)),
@@ -112,7 +118,7 @@ impl Admin {
                 Ok(v) => match snapshot_from_logged(&v) {
                     Some(snap) => AdminReply::json(
                         200,
-                        json!({ "nearMisses": self.near_misses_for(&snap, None) }),
+                        json!({ "nearMisses": near_misses_for(self.engine(), &snap, None) }),
                     ),
                     None => {
                         AdminReply::bad_request("expected a logged request with at least \"url\"")
@@ -237,35 +243,39 @@ impl Admin {
             Err(r) => r,
         }
     }
+}
 
-    /// The three stubs closest to `snap`, as WireMock's near-miss list. Scored
-    /// within [`NEAR_MISS_DEADLINE`] per request: past it, expensive matchers (a
-    /// backtracking regex, XML, JSONPath...) count as not matching.
-    fn near_misses_for(&self, snap: &RequestSnapshot, event: Option<&ServeEvent>) -> Vec<Value> {
-        let set = self.engine().mappings();
-        let deadline = std::time::Instant::now() + NEAR_MISS_DEADLINE;
-        let (mut scored, _) = decoy_matching::limits::with_deadline(deadline, || {
-            set.iter()
-                .map(|m| (score(&m.request.diagnose(snap)), m))
-                .collect::<Vec<(f64, &Arc<Mapping>)>>()
-        });
-        scored.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let logged = match event {
-            Some(e) => json::event_request(e),
-            None => json::logged_request(snap, SystemTime::now(), "HTTP/1.1", 0),
-        };
-        scored
-            .into_iter()
-            .take(3)
-            .map(|(distance, m)| {
-                json!({
-                    "request": logged.clone(),
-                    "stubMapping": json::mapping(m),
-                    "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": distance },
-                })
+/// The three stubs closest to `snap`, as WireMock's near-miss list. Scored within
+/// [`NEAR_MISS_DEADLINE`] per request: past it, expensive matchers (a backtracking
+/// regex, XML, JSONPath...) count as not matching.
+fn near_misses_for(
+    engine: &Engine,
+    snap: &RequestSnapshot,
+    event: Option<&ServeEvent>,
+) -> Vec<Value> {
+    let set = engine.mappings();
+    let deadline = std::time::Instant::now() + NEAR_MISS_DEADLINE;
+    let (mut scored, _) = decoy_matching::limits::with_deadline(deadline, || {
+        set.iter()
+            .map(|m| (score(&m.request.diagnose(snap)), m))
+            .collect::<Vec<(f64, &Arc<Mapping>)>>()
+    });
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let logged = match event {
+        Some(e) => json::event_request(e),
+        None => json::logged_request(snap, SystemTime::now(), "HTTP/1.1", 0),
+    };
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(distance, m)| {
+            json!({
+                "request": logged.clone(),
+                "stubMapping": json::mapping(m),
+                "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": distance },
             })
-            .collect()
-    }
+        })
+        .collect()
 }
 
 /// A journal entry as WireMock writes it, plus decoy's `tiedWith` when other stubs

@@ -312,7 +312,9 @@ mod tests {
     #[test]
     fn thousands_of_prefixes_are_all_found_through_the_filter() {
         let urls: Vec<UrlMatcher> = (0..5000)
-            .map(|i| UrlMatcher::PathPattern(full_regex(&format!("/v2/res{i}/[0-9]+"), "t").unwrap()))
+            .map(|i| {
+                UrlMatcher::PathPattern(full_regex(&format!("/v2/res{i}/[0-9]+"), "t").unwrap())
+            })
             .collect();
         let index = Index::build(urls.iter());
         let mut out = Vec::new();
