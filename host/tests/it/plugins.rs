@@ -510,10 +510,7 @@ fn plugin_check_reports_worlds_and_refuses_what_it_cannot_run() {
 async fn a_plugin_built_against_the_first_published_wit_links_and_runs_unchanged() {
     // It does not import what the package gained since (request-info) ...
     let old = decoy_plugin_host::check_file(&old_wit(), None).unwrap();
-    assert!(
-        old.worlds.contains(&"transformer-and-matcher"),
-        "{old:?}"
-    );
+    assert!(old.worlds.contains(&"transformer-and-matcher"), "{old:?}");
     assert!(
         old.imports.iter().any(|i| i == "decoy:plugin/kv@0.1.0")
             && !old.imports.iter().any(|i| i.contains("request-info")),

@@ -538,7 +538,9 @@ fn parts_of_a_multipart_body_are_in_the_model_by_name() {
         "info file"
     );
     assert_eq!(
-        t("{{request.parts.info.headers.Content-Type}}|{{request.parts.info.headers.[Content-Type]}}"),
+        t(
+            "{{request.parts.info.headers.Content-Type}}|{{request.parts.info.headers.[Content-Type]}}"
+        ),
         "application/json|application/json"
     );
     assert_eq!(
@@ -563,7 +565,9 @@ fn parts_of_a_multipart_body_are_in_the_model_by_name() {
     // Header names are lower case, as WireMock's parser gives them; a path to one
     // is found whatever its case.
     assert_eq!(
-        t("{{#each request.parts.info.headers}}{{@key}};{{/each}} {{request.parts.info.headers.CONTENT-TYPE}}"),
+        t(
+            "{{#each request.parts.info.headers}}{{@key}};{{/each}} {{request.parts.info.headers.CONTENT-TYPE}}"
+        ),
         "content-disposition;content-type; application/json"
     );
     // Printed whole, as WireMock's objects print.
@@ -592,7 +596,10 @@ fn a_part_is_named_only_by_a_form_data_disposition_and_a_repeated_name_fails_tem
         "--bb\r\nContent-Disposition: attachment; name=\"doc\"\r\n\r\n{}\r\n--bb\r\nContent-Disposition: form-data; name=\"x\"\r\nContent-Type: Application/JSON\r\n\r\n1\r\n--bb--\r\n",
     );
     assert_eq!(
-        render_for("[{{request.parts.doc.body}}] {{size request.parts}} {{request.parts.x.binary}}", &mixed),
+        render_for(
+            "[{{request.parts.doc.body}}] {{size request.parts}} {{request.parts.x.binary}}",
+            &mixed
+        ),
         "[] 1 true"
     );
     let twice = http(
@@ -631,7 +638,10 @@ fn the_client_ip_is_a_forwarded_for_header_or_the_peer_and_none_for_a_message() 
         "[[2001:db8:0:0:0:0:a:1]]"
     );
     assert_eq!(
-        render_for(t, &http("GET", "/", &[("X-Forwarded-For", "198.51.100.4")], "")),
+        render_for(
+            t,
+            &http("GET", "/", &[("X-Forwarded-For", "198.51.100.4")], "")
+        ),
         "[198.51.100.4]"
     );
     decoy_plugin::request_info::testing::set_client_ip(None);

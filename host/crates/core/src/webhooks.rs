@@ -424,11 +424,7 @@ impl Webhook {
 
     /// Renders the webhook for `request`, answered by mapping `mapping_id`. The error
     /// says why nothing can be sent (a broken definition, a template that failed).
-    pub fn render(
-        &self,
-        mapping_id: &str,
-        request: &PluginRequest,
-    ) -> Result<WebhookCall, String> {
+    pub fn render(&self, mapping_id: &str, request: &PluginRequest) -> Result<WebhookCall, String> {
         if let Some(b) = &self.broken {
             return Err(b.clone());
         }

@@ -89,14 +89,16 @@ pub fn machine_hostname() -> &'static str {
             return "localhost".to_owned();
         }
         use std::net::ToSocketAddrs;
-        match (name.as_str(), 0).to_socket_addrs() {
-            Ok(mut addrs) if addrs.next().is_some() => name,
-            Ok(_) | Err(_) => {
-                tracing::warn!(
-                    "this machine's name {name:?} does not resolve to an address; plugins asking for the host name get \"localhost\", as WireMock's {{{{hostname}}}} writes then"
-                );
-                "localhost".to_owned()
-            }
+        let resolves = (name.as_str(), 0)
+            .to_socket_addrs()
+            .is_ok_and(|mut addrs| addrs.next().is_some());
+        if resolves {
+            name
+        } else {
+            tracing::warn!(
+                "this machine's name {name:?} does not resolve to an address; plugins asking for the host name get \"localhost\", as WireMock's {{{{hostname}}}} writes then"
+            );
+            "localhost".to_owned()
         }
     })
 }
