@@ -8,7 +8,9 @@ known to be WireMock's own. Usage:
     tests/wiremock-compat.py path/to/wiremock-standalone-3.13.2.jar
 
 (`npm install wiremock@3.13.2` ships the jar in node_modules/wiremock/build/.)
-Exits non-zero when WireMock disagrees with a fixture.
+Exits non-zero when WireMock disagrees with a fixture. In an expected body or
+header, `@HOSTNAME@` stands for this machine's name, as Java's
+`InetAddress.getLocalHost().getHostName()` gives it (`{{hostname}}` writes it).
 """
 import http.client
 import json
@@ -62,8 +64,27 @@ def subset_problems(expected, actual, at="$"):
     return [] if expected == actual else [f"{at}: {actual!r}, expected {expected!r}"]
 
 
+def machine_hostname():
+    """Java's InetAddress.getLocalHost().getHostName(): the host name when it
+    resolves, else (as WireMock's helper then writes) localhost."""
+    name = socket.gethostname()
+    if not name or name == "localhost":
+        return "localhost"
+    try:
+        socket.getaddrinfo(name, None)
+        return name
+    except OSError:
+        return "localhost"
+
+
+def expand(value):
+    return value.replace("@HOSTNAME@", machine_hostname()) if isinstance(value, str) else value
+
+
 def check(case, status, headers, body):
-    exp = case["expect"]
+    exp = {k: expand(v) for k, v in case["expect"].items()}
+    exp["headers"] = {k: expand(v) for k, v in exp.get("headers", {}).items()}
+    exp["bodyContains"] = [expand(p) for p in exp.get("bodyContains", [])]
     problems = []
     if status != exp["status"]:
         problems.append(f"status {status}, expected {exp['status']}")

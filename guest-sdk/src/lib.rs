@@ -72,6 +72,8 @@
 //! compiled templates, say) survives from one call to the next, but is not shared
 //! between instances: use [`kv`] for state every call must see. A panic ends the
 //! call: decoy answers that request with a 500 naming the plugin and goes on.
+//! What decoy knows beyond the request itself (the client's address, the machine's
+//! name) is in [`request_info`].
 
 use std::borrow::Cow;
 
@@ -86,7 +88,7 @@ pub mod wit {
         world: "host-api",
         generate_all,
     });
-    pub use decoy::plugin::{kv, log, types};
+    pub use decoy::plugin::{kv, log, request_info, types};
 }
 
 include!(concat!(env!("OUT_DIR"), "/export_macro.rs"));
@@ -442,6 +444,64 @@ pub mod kv {
 
     pub fn keys(prefix: &str) -> Vec<String> {
         raw::keys(prefix)
+    }
+}
+
+/// What decoy knows of the call under way beyond the request: the client's address
+/// and the machine's name (the `request-info` interface of `wit/plugin.wit`).
+///
+/// A plugin that calls these imports `request-info`, which decoy gives every plugin
+/// from the release that added it; one that does not call them does not import it.
+/// In a native build (the plugin's own `cargo test`) there is no host: the answers
+/// are what [`request_info::testing`] set on the calling thread (no client address,
+/// host name `localhost`, until set).
+pub mod request_info {
+    /// The IP address of the client whose HTTP request is being handled, as text
+    /// (`127.0.0.1`, `::1`); `None` for a message from a queue. It is the
+    /// connection's peer: behind a proxy, read its `X-Forwarded-For` header.
+    pub fn client_ip() -> Option<String> {
+        #[cfg(target_arch = "wasm32")]
+        {
+            super::wit::request_info::client_ip()
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            testing::CLIENT_IP.with_borrow(Clone::clone)
+        }
+    }
+
+    /// The name of the machine decoy runs on, as WireMock's `{{hostname}}` gives it
+    /// (Java's `InetAddress.getLocalHost().getHostName()`): `localhost` when the name
+    /// does not resolve.
+    pub fn hostname() -> String {
+        #[cfg(target_arch = "wasm32")]
+        {
+            super::wit::request_info::hostname()
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            testing::HOSTNAME.with_borrow(Clone::clone)
+        }
+    }
+
+    /// Native builds only: what [`client_ip`] and [`hostname`] answer on this
+    /// thread, for a plugin's tests.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub mod testing {
+        use std::cell::RefCell;
+
+        thread_local! {
+            pub(super) static CLIENT_IP: RefCell<Option<String>> = const { RefCell::new(None) };
+            pub(super) static HOSTNAME: RefCell<String> = RefCell::new("localhost".to_owned());
+        }
+
+        pub fn set_client_ip(ip: Option<&str>) {
+            CLIENT_IP.set(ip.map(str::to_owned));
+        }
+
+        pub fn set_hostname(name: &str) {
+            HOSTNAME.set(name.to_owned());
+        }
     }
 }
 

@@ -144,7 +144,7 @@ impl Inner {
         hook: &Webhook,
         mapping_id: &str,
         mapping: &str,
-        request: &decoy_plugin_host::wit::Request,
+        request: &decoy_plugin_host::PluginRequest,
     ) {
         if let Some(d) = &hook.delay {
             tokio::time::sleep(d.sample()).await;

@@ -5,7 +5,8 @@
 //!   `requests.json`, a list of `{request, expect}` pairs sent in order to a real
 //!   server. The same folders are replayed against WireMock by
 //!   `tests/wiremock-compat.py`, which is how the expected answers are known to be
-//!   WireMock's.
+//!   WireMock's. In an expected body or header, `@HOSTNAME@` stands for this
+//!   machine's name (what `{{hostname}}` writes differs from machine to machine).
 //! - `tests/invalid/<name>.json`: one bad mapping file; `<name>.err` holds exactly what
 //!   loading it reports. Set `DECOY_BLESS=1` to rewrite the `.err` files after an
 //!   intended change of wording (and read the diff).
@@ -81,6 +82,10 @@ async fn every_fixture_folder_gets_its_expected_answers() {
                 req["url"]
             );
             let expect = &case["expect"];
+            let expected = |v: &Value| {
+                v.as_str()
+                    .map(|s| s.replace("@HOSTNAME@", decoy_plugin_host::machine_hostname()))
+            };
             assert_eq!(
                 a.status,
                 expect["status"].as_u64().unwrap() as u16,
@@ -89,10 +94,10 @@ async fn every_fixture_folder_gets_its_expected_answers() {
             );
             if let Some(h) = expect["headers"].as_object() {
                 for (k, v) in h {
-                    assert_eq!(a.header(k), v.as_str(), "{at}: header {k}");
+                    assert_eq!(a.header(k), expected(v).as_deref(), "{at}: header {k}");
                 }
             }
-            if let Some(body) = expect["body"].as_str() {
+            if let Some(body) = expected(&expect["body"]) {
                 assert_eq!(a.body, body, "{at}");
             }
             if let Some(expected) = expect.get("json") {
@@ -105,7 +110,7 @@ async fn every_fixture_folder_gets_its_expected_answers() {
             if let Some(parts) = expect["bodyContains"].as_array() {
                 for p in parts {
                     assert!(
-                        a.body.contains(p.as_str().unwrap()),
+                        a.body.contains(&expected(p).unwrap()),
                         "{at}: {p} not in\n{}",
                         a.body
                     );

@@ -45,6 +45,12 @@ fn json_matcher() -> PathBuf {
     build_plugin("plugins/examples/rust-matcher", "json_field_matcher")
 }
 
+/// A plugin built against `decoy:plugin@0.1.0` as first published (its own frozen
+/// copy of the WIT, no guest SDK).
+fn old_wit() -> PathBuf {
+    build_plugin("tests/plugins/old-wit", "decoy_test_old_wit")
+}
+
 pub(crate) fn install(root: &Path, name: &str, wasm: &Path) {
     std::fs::create_dir_all(root.join("plugins")).unwrap();
     std::fs::copy(wasm, root.join(format!("plugins/{name}.wasm"))).unwrap();
@@ -599,4 +605,110 @@ fn plugin_check_reports_worlds_and_refuses_what_it_cannot_run() {
     std::fs::write(&other, b"\0asm\x0d\0\x01\0").unwrap();
     let e = decoy_plugin_host::check_file(&other, None).unwrap_err();
     assert!(e.contains("exports neither"), "{e}");
+}
+
+#[tokio::test]
+async fn a_plugin_built_against_the_first_published_wit_links_and_runs_unchanged() {
+    // It does not import what the package gained since (request-info) ...
+    let old = decoy_plugin_host::check_file(&old_wit(), None).unwrap();
+    assert!(old.worlds.contains(&"transformer-and-matcher"), "{old:?}");
+    assert!(
+        old.imports.iter().any(|i| i == "decoy:plugin/kv@0.1.0")
+            && !old.imports.iter().any(|i| i.contains("request-info")),
+        "{old:?}"
+    );
+    // A Rust plugin built against today's WIT that never calls it does not import
+    // it either ...
+    let matcher = decoy_plugin_host::check_file(&json_matcher(), None).unwrap();
+    assert!(
+        !matcher.imports.iter().any(|i| i.contains("request-info")),
+        "{matcher:?}"
+    );
+    // ... and one that uses it does.
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("response-template.wasm");
+    let (_, bytes) = decoy_plugin_host::bundled()
+        .iter()
+        .find(|(n, _)| *n == "response-template")
+        .unwrap();
+    std::fs::write(&template, bytes).unwrap();
+    let new = decoy_plugin_host::check_file(&template, None).unwrap();
+    assert!(
+        new.imports
+            .iter()
+            .any(|i| i == "decoy:plugin/request-info@0.1.0"),
+        "{new:?}"
+    );
+
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/old", "customMatcher": {"name": "old-wit"}},
+         "response": {"status": 200, "body": "unchanged", "transformers": ["old-wit"]}}
+    ]));
+    install(dir.path(), "old-wit", &old_wit());
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let addr = server.http_addr;
+    for n in 1..=2 {
+        let a = send(addr, "GET", "/old", &[("x-old", "1")], "").await;
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (200, format!("old wit: GET /old call {n}").as_str())
+        );
+    }
+    // Its matcher decides too.
+    assert_eq!(get(addr, "/old").await.status, 404);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn templates_get_the_client_address_and_the_machine_name_from_request_info() {
+    let stubs = json!([
+        {"request": {"urlPath": "/who"},
+         "response": {"status": 200, "body": "{{request.clientIp}}|{{hostname}}",
+                      "headers": {"X-Client": "{{request.clientIp}}"},
+                      "transformers": ["response-template"]}}
+    ]);
+    let dir = crate::common::root_with_stubs(stubs);
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let host = decoy_plugin_host::machine_hostname();
+    let a = get(addr, "/who").await;
+    assert_eq!(a.body, format!("127.0.0.1|{host}"));
+    assert_eq!(a.header("x-client"), Some("127.0.0.1"));
+    // WireMock takes a proxy's X-Forwarded-For whole, when there is one.
+    let a = send(
+        addr,
+        "GET",
+        "/who",
+        &[("X-Forwarded-For", "203.0.113.7, 10.0.0.1")],
+        "",
+    )
+    .await;
+    assert_eq!(a.body, format!("203.0.113.7, 10.0.0.1|{host}"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_ipv6_client_ip_is_written_as_wiremocks_jetty_writes_it_and_an_ipv4_one_on_a_dual_stack_listener_as_ipv4()
+ {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("no IPv6 loopback here; nothing to check");
+        return;
+    }
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/who"},
+         "response": {"status": 200, "body": "[{{request.clientIp}}]",
+                      "transformers": ["response-template"]}}
+    ]));
+    let mut options = crate::common::options(dir.path());
+    options.bind_address = "::".into();
+    let server = decoy::server::start(options).await.unwrap();
+    let port = server.http_addr.port();
+    let v6 = std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+    assert_eq!(get(v6, "/who").await.body, "[[0:0:0:0:0:0:0:1]]");
+    let v4 = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+    if std::net::TcpStream::connect(v4).is_ok() {
+        assert_eq!(get(v4, "/who").await.body, "[127.0.0.1]");
+    }
+    server.shutdown().await;
 }

@@ -54,6 +54,7 @@ enum Field {
     Scheme,
     Host,
     Port,
+    ClientIp,
     Destination,
     ReplyTo,
     MessageId,
@@ -200,6 +201,7 @@ fn field(path: &[&str]) -> Option<Field> {
         ["scheme"] => Field::Scheme,
         ["host"] => Field::Host,
         ["port"] => Field::Port,
+        ["clientIp"] => Field::ClientIp,
         ["destination"] => Field::Destination,
         ["replyTo"] => Field::ReplyTo,
         ["messageId"] => Field::MessageId,
@@ -259,6 +261,7 @@ fn value<'a>(f: &Field, req: &'a Request) -> Option<Cow<'a, str>> {
                 Field::Scheme => borrowed(base().0),
                 Field::Host => borrowed(base().1),
                 Field::Port => base().2.map(|p| Cow::Owned(p.to_string())),
+                Field::ClientIp => crate::client_ip(&h.headers).map(Cow::Owned),
                 Field::Segment(i) => h
                     .path
                     .split('/')
@@ -286,6 +289,7 @@ fn value<'a>(f: &Field, req: &'a Request) -> Option<Cow<'a, str>> {
             | Field::Scheme
             | Field::Host
             | Field::Port
+            | Field::ClientIp
             | Field::Segment(_)
             | Field::Query(_)
             | Field::Cookie(_)

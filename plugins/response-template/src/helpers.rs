@@ -263,6 +263,10 @@ pub fn is_list_path(path: &str) -> bool {
             return one_more(rest);
         }
     }
+    // `request.parts.<name>.headers.<name>`: a part's headers are lists too.
+    if let Some(rest) = after_part_name(path) {
+        return rest.strip_prefix(".headers.").is_some_and(one_more);
+    }
     LIST_VARS.with_borrow(|vars| {
         vars.iter().any(|v| {
             path == v
@@ -272,6 +276,36 @@ pub fn is_list_path(path: &str) -> bool {
                     .is_some_and(one_more)
         })
     })
+}
+
+/// What follows `request.parts.<name>` in `path` (`""` for the part itself).
+fn after_part_name(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("request.parts.")?;
+    if rest.starts_with('[') {
+        rest.find(']').map(|i| &rest[i + 1..])
+    } else {
+        Some(rest.find('.').map_or("", |i| &rest[i..]))
+    }
+}
+
+/// How WireMock prints a part (`{{request.parts.file}}`, its `toString`) or a part's
+/// headers (`{{request.parts.file.headers}}`, a map of their first values), when
+/// `path` names one of them.
+fn part_text(path: &str, v: &Value) -> Option<String> {
+    let path = path.strip_prefix("this.").unwrap_or(path);
+    let Value::Object(m) = v else {
+        return None;
+    };
+    match after_part_name(path)? {
+        "" => Some(format!(
+            "[name='{}', headers={}, body={}]",
+            to_text(m.get("name").unwrap_or(&Value::Null)),
+            java_first_values(m.get("headers").unwrap_or(&json!({}))),
+            to_text(m.get("body").unwrap_or(&Value::Null)),
+        )),
+        ".headers" => Some(java_first_values(v)),
+        _ => None,
+    }
 }
 
 /// A multi-valued field as a helper that takes one value sees it (its first).
@@ -423,7 +457,10 @@ impl HelperDef for ValueHelper {
         let listed = p.relative_path().is_some_and(|p| {
             is_list_path(p) || (!base.is_empty() && is_list_path(&format!("{base}.{p}")))
         });
-        let text = if listed && v.is_array() {
+        let part = p.relative_path().and_then(|p| part_text(p, v));
+        let text = if let Some(part) = part {
+            part
+        } else if listed && v.is_array() {
             to_text(&first_of(v))
         } else if listed && v.is_object() {
             java_first_values(v)
@@ -1934,9 +1971,10 @@ fn assign(p: &[Value], _: &Map<String, Value>) -> Result<Value, String> {
     Ok(Value::Null)
 }
 
-/// The machine's name. A plugin has no access to it; `localhost` is written.
+/// The machine's name, as WireMock's helper writes it; decoy looks it up (once)
+/// the way Java's `InetAddress.getLocalHost().getHostName()` does.
 fn hostname(_: &[Value], _: &Map<String, Value>) -> Result<Value, String> {
-    Ok(Value::String("localhost".into()))
+    Ok(Value::String(decoy_plugin::request_info::hostname()))
 }
 
 /// WireMock permits no system key unless it is configured to; neither does this.

@@ -5,7 +5,10 @@
 //! against WireMock's model: `request.url`, `request.path`, `request.pathSegments`,
 //! named path parameters (`request.path.id`), `request.query.*`,
 //! `request.headers.*`, `request.cookies.*`, `request.method`, `request.body`,
-//! `request.baseUrl`, and `parameters.*` (the mapping's `transformerParameters`).
+//! `request.baseUrl`, `request.clientIp`, the parts of a multipart body
+//! (`request.parts.<name>.body`...), and `parameters.*` (the mapping's
+//! `transformerParameters`). The client's address and the machine's name
+//! (`{{hostname}}`) are asked of decoy through `request-info`.
 //! The helpers are listed in [`helpers`]. An MQ message is templated the same way:
 //! its properties are `request.headers`, and `request.destination`,
 //! `request.correlationId`, `request.messageId` and `request.replyTo` are set.
@@ -69,6 +72,11 @@ impl Transformer for ResponseTemplate {
                 .chain(templates.headers.iter().flatten());
             for c in used.filter(|c| c.direct.is_none()) {
                 needs.add(&c.needs);
+            }
+            if (needs.all || needs.fields.contains(&"parts"))
+                && let Some(e) = duplicate_part(req)
+            {
+                return Err(Error(format!("template failed: {e}")));
             }
             let model = std::cell::OnceCell::new();
             let render_one = |c: &Compiled| match &c.direct {
@@ -193,6 +201,8 @@ const FIELDS: &[&str] = &[
     "cookiesLast",
     "id",
     "isMultipart",
+    "parts",
+    "clientIp",
     "method",
     "body",
     "bodyAsBase64",
@@ -344,13 +354,18 @@ pub fn render_str(text: &str, model: &Value) -> Result<String, Error> {
 /// - `request.headers.Content-Type` → `request.headers.[content-type]`
 /// - `request.query.a.first` → `request.query.a.[0]`, `.last` → `request.queryLast.a`
 ///   (and headers and cookies likewise)
+/// - `request.parts.file.headers.Content-Type` → `request.parts.file.headers.[content-type]`
 /// - `request.requestLine.x` → `request.x` (WireMock 2's older names)
 pub fn rewrite_paths(text: &str) -> String {
-    static RULES: OnceLock<[regex::Regex; 4]> = OnceLock::new();
-    let [line, hdr, ends, path] = RULES.get_or_init(|| {
+    static RULES: OnceLock<[regex::Regex; 5]> = OnceLock::new();
+    let [line, hdr, part_hdr, ends, path] = RULES.get_or_init(|| {
         [
             regex::Regex::new(r"request\.requestLine\.").expect("valid"),
             regex::Regex::new(r"request\.headers\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)").expect("valid"),
+            regex::Regex::new(
+                r"request\.parts\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)\.headers\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)",
+            )
+            .expect("valid"),
             regex::Regex::new(
                 r"request\.(query|headers|cookies)\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)\.(first|last)\b",
             )
@@ -366,6 +381,9 @@ pub fn rewrite_paths(text: &str) -> String {
     let t = line.replace_all(text, "request.");
     let t = hdr.replace_all(&t, |c: &regex::Captures| {
         format!("request.headers.[{}]", bare(&c[1]))
+    });
+    let t = part_hdr.replace_all(&t, |c: &regex::Captures| {
+        format!("request.parts.{}.headers.[{}]", &c[1], bare(&c[2]))
     });
     let t = ends.replace_all(&t, |c: &regex::Captures| match &c[3] {
         "first" => format!("request.{}.{}.[0]", &c[1], &c[2]),
@@ -403,6 +421,119 @@ fn field_values(fields: &[(String, String)], lower: bool) -> [Map<String, Value>
         }
     }
     [first, all, last]
+}
+
+/// The first value of header `name` (any case).
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// WireMock's `request.clientIp`: the request's `X-Forwarded-For` header when it has
+/// a non-empty one (its first, whole, as WireMock takes it: every address a proxy
+/// chain added), else the address of the client decoy was connected to, as Jetty
+/// writes it (an IPv6 address in full and in brackets: `[0:0:0:0:0:0:0:1]`).
+pub(crate) fn client_ip(headers: &[(String, String)]) -> Option<String> {
+    match header(headers, "x-forwarded-for") {
+        Some(v) if !v.is_empty() => Some(v.to_owned()),
+        _ => decoy_plugin::request_info::client_ip().map(|ip| jetty_address(&ip)),
+    }
+}
+
+/// An address as Jetty's `getRemoteAddr` gives it: IPv4 as it is, IPv6 as Java's
+/// `getHostAddress` (eight groups of hex without leading zeros, nothing compressed)
+/// in brackets.
+fn jetty_address(ip: &str) -> String {
+    match ip.parse::<std::net::Ipv6Addr>() {
+        Ok(v6) => {
+            let groups: Vec<String> = v6.segments().iter().map(|g| format!("{g:x}")).collect();
+            format!("[{}]", groups.join(":"))
+        }
+        Err(_) => ip.to_owned(),
+    }
+}
+
+/// Whether WireMock reads a body of this content type as text: its mime type
+/// contains `text`, `json`, `xml`, `html`, `yaml`, `csv` or
+/// `x-www-form-urlencoded` (WireMock's `ContentTypes`, case as written). A part
+/// without a content type is binary.
+fn is_text_type(content_type: Option<&str>) -> bool {
+    let Some(ct) = content_type else {
+        return false;
+    };
+    let mime = ct.split(';').next().unwrap_or_default().trim();
+    [
+        "text",
+        "json",
+        "xml",
+        "html",
+        "yaml",
+        "csv",
+        "x-www-form-urlencoded",
+    ]
+    .iter()
+    .any(|t| mime.contains(t))
+}
+
+/// The named parts of a `multipart/*` request (a part's name is the field name of
+/// its `form-data` disposition; a part without one is left out, as WireMock's
+/// parser leaves it); none for any other request.
+fn named_parts(h: &types::HttpRequest) -> Vec<(String, decoy_multipart::Part<'_>)> {
+    let Some(boundary) = header(&h.headers, "content-type").and_then(decoy_multipart::boundary)
+    else {
+        return Vec::new();
+    };
+    decoy_multipart::parse(&h.body, &boundary)
+        .into_iter()
+        .filter_map(|p| Some((p.name()?, p)))
+        .collect()
+}
+
+/// WireMock builds `request.parts` as a map and fails the whole response when two
+/// parts have the same name (a Java `IllegalStateException: Duplicate key`). Here
+/// only a template that reads `request.parts` fails, with this reason.
+pub(crate) fn duplicate_part(req: &Request) -> Option<String> {
+    let types::Request::Http(h) = &req.0 else {
+        return None;
+    };
+    let parts = named_parts(h);
+    parts.iter().enumerate().find_map(|(i, (name, _))| {
+        parts[..i].iter().any(|(n, _)| n == name).then(|| {
+            format!("request.parts: two parts are named {name:?} (WireMock fails such a request with \"Duplicate key {name}\")")
+        })
+    })
+}
+
+/// WireMock's `request.parts`: the named parts of a `multipart/*` body (see
+/// [`named_parts`]), each with its `name`, `headers` (by lower-case name, as
+/// WireMock's parser gives them; template paths to them are lower-cased), `body`
+/// (as text), `bodyAsBase64` and `binary`. Empty for any other request.
+fn parts_model(h: &types::HttpRequest) -> Value {
+    let mut out = Map::new();
+    for (name, part) in named_parts(h) {
+        let mut headers: Map<String, Value> = Map::new();
+        for (k, v) in &part.headers {
+            let key = k.to_ascii_lowercase();
+            if let Value::Array(a) = headers.entry(key).or_insert_with(|| json!([])) {
+                a.push(Value::String(v.clone()));
+            }
+        }
+        let binary = !is_text_type(part.header("content-type"));
+        let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, part.body);
+        out.insert(
+            name.clone(),
+            json!({
+                "name": name,
+                "headers": headers,
+                "body": String::from_utf8_lossy(part.body),
+                "bodyAsBase64": b64,
+                "binary": binary,
+            }),
+        );
+    }
+    Value::Object(out)
 }
 
 /// `request.scheme`, `request.host` and `request.port` from `request.baseUrl`.
@@ -466,6 +597,8 @@ pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
                             && v.to_ascii_lowercase().starts_with("multipart/"))
                 )
             });
+            put("parts", &|| parts_model(h));
+            put("clientIp", &|| json!(client_ip(&h.headers)));
             put("method", &|| json!(h.method));
             put("body", &|| json!(String::from_utf8_lossy(&h.body)));
             put("bodyAsBase64", &|| json!(b64(&h.body)));

@@ -311,6 +311,8 @@ fn mq(properties: &[(&str, &str)], reply_to: Option<&str>) -> Request {
 
 #[test]
 fn direct_rendering_gives_what_handlebars_gives() {
+    decoy_plugin::request_info::testing::set_client_ip(Some("192.0.2.9"));
+    decoy_plugin::request_info::testing::set_hostname("test-host");
     let requests = [
         http(
             "POST",
@@ -334,6 +336,13 @@ fn direct_rendering_gives_what_handlebars_gives() {
             base_url: "https://example.test".into(),
             path_parameters: vec![],
         })),
+        http(
+            "GET",
+            "/proxied",
+            &[("X-Forwarded-For", "203.0.113.7, 10.0.0.1")],
+            "",
+        ),
+        http("GET", "/empty-forward", &[("x-forwarded-for", "")], ""),
         mq(&[("Region", "eu"), ("region", "us")], Some("ORDERS.REPLY")),
         mq(&[], None),
     ];
@@ -357,6 +366,7 @@ fn direct_rendering_gives_what_handlebars_gives() {
         "\\{{request.url}} escaped",
         "{{request.requestLine.path}}",
         "{{this.request.url}}",
+        "{{request.clientIp}} [{{request.clientIp}}]",
     ];
     let helper_templates = [
         "{{upper request.url}} {{lower request.method}}",
@@ -375,6 +385,7 @@ fn direct_rendering_gives_what_handlebars_gives() {
         "{{toJson request.body}} {{formatJson request.body}}",
         "{{math request.port '/' 7}} {{abbreviate request.url 5}}",
         "{{stringFormat '%s!' request.method}} {{replace request.path '/' '-'}}",
+        "{{hostname}} {{upper request.clientIp}}",
     ];
     for template in templates.iter().chain(&helper_templates) {
         let compiled = compile(template).unwrap();
@@ -411,6 +422,8 @@ fn direct_rendering_gives_what_handlebars_gives() {
         "{{#if request.url}}x{{/if}}",
         "{{request.url.length}}",
         "{{> partial}}",
+        "{{request.parts.info.body}}",
+        "{{request.parts}}",
     ] {
         assert!(
             Direct::of(&compile(template).unwrap()).is_none(),
@@ -527,4 +540,138 @@ fn block_forms() {
         r("{{#formatJson}}{\"x\":1}{{/formatJson}}"),
         "{\n  \"x\" : 1\n}"
     );
+}
+
+const MULTIPART: &str = "--b0\r\nContent-Disposition: form-data; name=\"info\"\r\nContent-Type: application/json\r\n\r\n{\"a\":1,\"b\":\"two\"}\r\n--b0\r\nContent-Disposition: form-data; name=\"file\"; filename=\"notes.txt\"\r\n\r\nline one\r\nline two\r\n--b0--\r\n";
+
+fn multipart() -> Request {
+    http(
+        "POST",
+        "/upload",
+        &[("Content-Type", "multipart/form-data; boundary=b0")],
+        MULTIPART,
+    )
+}
+
+#[test]
+fn parts_of_a_multipart_body_are_in_the_model_by_name() {
+    let req = multipart();
+    let t = |template: &str| render_for(template, &req);
+    assert_eq!(t("{{request.parts.info.body}}"), "{\"a\":1,\"b\":\"two\"}");
+    assert_eq!(t("{{request.parts.file.body}}"), "line one\r\nline two");
+    assert_eq!(
+        t("{{request.parts.info.name}} {{request.parts.file.name}}"),
+        "info file"
+    );
+    assert_eq!(
+        t(
+            "{{request.parts.info.headers.Content-Type}}|{{request.parts.info.headers.[Content-Type]}}"
+        ),
+        "application/json|application/json"
+    );
+    assert_eq!(
+        t("{{request.parts.file.headers.Content-Disposition}}"),
+        "form-data; name=\"file\"; filename=\"notes.txt\""
+    );
+    assert_eq!(
+        t("{{request.parts.info.binary}} {{request.parts.file.binary}}"),
+        "false true"
+    );
+    assert_eq!(
+        t("{{request.parts.file.bodyAsBase64}}"),
+        "bGluZSBvbmUNCmxpbmUgdHdv"
+    );
+    assert_eq!(t("{{jsonPath request.parts.info.body '$.b'}}"), "two");
+    assert_eq!(t("[{{request.parts.nope.body}}]"), "[]");
+    assert_eq!(t("{{size request.parts}}"), "2");
+    assert_eq!(
+        t("{{#with request.parts.info}}{{name}}={{body}}{{/with}}"),
+        "info={\"a\":1,\"b\":\"two\"}"
+    );
+    // Header names are lower case, as WireMock's parser gives them; a path to one
+    // is found whatever its case.
+    assert_eq!(
+        t(
+            "{{#each request.parts.info.headers}}{{@key}};{{/each}} {{request.parts.info.headers.CONTENT-TYPE}}"
+        ),
+        "content-disposition;content-type; application/json"
+    );
+    // Printed whole, as WireMock's objects print.
+    assert_eq!(
+        t("{{request.parts.info.headers}}"),
+        "{content-disposition=form-data; name=\"info\", content-type=application/json}"
+    );
+    assert_eq!(
+        t("{{request.parts.info}}"),
+        "[name='info', headers={content-disposition=form-data; name=\"info\", content-type=application/json}, body={\"a\":1,\"b\":\"two\"}]"
+    );
+    // A request that is not multipart has no parts.
+    assert_eq!(
+        r("[{{request.parts.info.body}}] {{request.isMultipart}}"),
+        "[] false"
+    );
+}
+
+#[test]
+fn a_part_is_named_only_by_a_form_data_disposition_and_a_repeated_name_fails_templates_reading_parts()
+ {
+    let mixed = http(
+        "POST",
+        "/m",
+        &[("Content-Type", "multipart/mixed; boundary=bb")],
+        "--bb\r\nContent-Disposition: attachment; name=\"doc\"\r\n\r\n{}\r\n--bb\r\nContent-Disposition: form-data; name=\"x\"\r\nContent-Type: Application/JSON\r\n\r\n1\r\n--bb--\r\n",
+    );
+    assert_eq!(
+        render_for(
+            "[{{request.parts.doc.body}}] {{size request.parts}} {{request.parts.x.binary}}",
+            &mixed
+        ),
+        "[] 1 true"
+    );
+    let twice = http(
+        "POST",
+        "/m",
+        &[("Content-Type", "multipart/form-data; boundary=bb")],
+        "--bb\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\none\r\n--bb\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\ntwo\r\n--bb--\r\n",
+    );
+    let ctx = Context(types::CallContext {
+        mapping_id: "dup".into(),
+        mapping_name: None,
+        parameters: "{}".into(),
+    });
+    let mut resp = Response::http(200);
+    resp.set_body("{{request.parts.a.body}}");
+    let e = ResponseTemplate::transform(&ctx, &twice, resp.clone()).unwrap_err();
+    assert!(e.0.contains("two parts are named \"a\""), "{e}");
+    // A template that does not read the parts is not affected.
+    resp.set_body("{{request.method}} {{upper request.url}}");
+    let out = ResponseTemplate::transform(&ctx, &twice, resp).unwrap();
+    assert_eq!(out.body_text(), "POST /M");
+}
+
+#[test]
+fn the_client_ip_is_a_forwarded_for_header_or_the_peer_and_none_for_a_message() {
+    decoy_plugin::request_info::testing::set_client_ip(Some("::1"));
+    let t = "[{{request.clientIp}}]";
+    // As Jetty writes an IPv6 peer.
+    assert_eq!(
+        render_for(t, &http("GET", "/", &[], "")),
+        "[[0:0:0:0:0:0:0:1]]"
+    );
+    decoy_plugin::request_info::testing::set_client_ip(Some("2001:db8::a:1"));
+    assert_eq!(
+        render_for(t, &http("GET", "/", &[], "")),
+        "[[2001:db8:0:0:0:0:a:1]]"
+    );
+    assert_eq!(
+        render_for(
+            t,
+            &http("GET", "/", &[("X-Forwarded-For", "198.51.100.4")], "")
+        ),
+        "[198.51.100.4]"
+    );
+    decoy_plugin::request_info::testing::set_client_ip(None);
+    assert_eq!(render_for(t, &mq(&[], None)), "[]");
+    decoy_plugin::request_info::testing::set_hostname("build-7");
+    assert_eq!(render_for("{{hostname}}", &mq(&[], None)), "build-7");
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use decoy_matching::custom::{CustomMatch, CustomMatchers, MatchFailure, MissingMatcher};
-use decoy_plugin_host::{Plugin, PluginFailure, Plugins, wit};
+use decoy_plugin_host::{Plugin, PluginFailure, PluginRequest, Plugins, wit};
 use decoy_spec::fields::{FieldError, FieldResult, as_object, as_str, join};
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::request::RequestSnapshot;
@@ -254,7 +254,7 @@ impl Transformers {
     pub fn run<T>(
         &self,
         context: &wit::CallContext,
-        request: &wit::Request,
+        request: &PluginRequest,
         mut response: wit::Response,
         accept: impl FnOnce(wit::Response) -> Result<T, String>,
     ) -> Result<T, PluginFailure> {
@@ -340,16 +340,17 @@ fn header_fields<'a>(
         .collect()
 }
 
-/// The plugin's view of an HTTP request.
+/// The plugin's view of an HTTP request: the record, and the client's address for
+/// `request-info.client-ip` (an IPv4 client of an IPv6 listener written as IPv4).
 pub fn http_request_for(
     req: &RequestSnapshot,
     path_parameters: Vec<(String, String)>,
-) -> wit::Request {
+) -> PluginRequest {
     let base_url = match req.host_port() {
         Some((host, port)) => format!("{}://{host}:{port}", req.scheme),
         None => format!("{}://localhost", req.scheme),
     };
-    wit::Request::Http(wit::HttpRequest {
+    let request = wit::Request::Http(wit::HttpRequest {
         method: req.method.clone(),
         url: req.url.clone(),
         path: req.path().to_owned(),
@@ -359,10 +360,14 @@ pub fn http_request_for(
         body: req.body.to_vec(),
         base_url,
         path_parameters,
-    })
+    });
+    PluginRequest {
+        request,
+        client_ip: req.client_addr.map(|a| a.ip().to_canonical().to_string()),
+    }
 }
 
-/// The plugin's view of a message.
+/// The plugin's view of a message (it has no client address).
 pub fn mq_request(
     destination: &str,
     reply_to: Option<&str>,
@@ -370,15 +375,15 @@ pub fn mq_request(
     correlation_id: Option<&str>,
     properties: Vec<(String, String)>,
     body: &[u8],
-) -> wit::Request {
-    wit::Request::Mq(wit::MqMessage {
+) -> PluginRequest {
+    PluginRequest::from(wit::Request::Mq(wit::MqMessage {
         destination: destination.to_owned(),
         reply_to: reply_to.map(str::to_owned),
         message_id: message_id.map(str::to_owned),
         correlation_id: correlation_id.map(str::to_owned),
         properties,
         body: body.to_vec(),
-    })
+    }))
 }
 
 /// Why a stub whose `customMatcher` names `name`, which no plugin provides, is loaded
@@ -426,4 +431,32 @@ pub fn unknown_transformer(name: &str) -> String {
     format!(
         "no plugin named {name:?}: the stub is served without this transformer, as WireMock serves a stub whose transformer is not installed{instead}"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client_ip_of(addr: Option<&str>) -> Option<String> {
+        let mut snap = RequestSnapshot::new("GET", "/");
+        snap.client_addr = addr.map(|a| a.parse().expect("a socket address"));
+        http_request_for(&snap, Vec::new()).client_ip
+    }
+
+    #[test]
+    fn plugins_are_told_the_client_ip_without_its_port_and_an_ipv4_client_as_ipv4() {
+        assert_eq!(
+            client_ip_of(Some("127.0.0.1:50123")).as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(client_ip_of(Some("[::1]:50123")).as_deref(), Some("::1"));
+        // An IPv4 client of a dual-stack IPv6 listener.
+        assert_eq!(
+            client_ip_of(Some("[::ffff:192.0.2.7]:50123")).as_deref(),
+            Some("192.0.2.7")
+        );
+        assert_eq!(client_ip_of(None), None);
+        let mq = mq_request("Q", None, None, None, Vec::new(), b"x");
+        assert_eq!(mq.client_ip, None);
+    }
 }

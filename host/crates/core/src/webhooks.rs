@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 
 use base64::Engine as _;
 use bytes::Bytes;
-use decoy_plugin_host::{Plugin, Plugins, wit};
+use decoy_plugin_host::{Plugin, PluginRequest, Plugins, wit};
 use decoy_spec::fields::{FieldError, index, join, kind};
 use decoy_spec::plan::DelayDistribution;
 use serde_json::{Map, Value};
@@ -81,7 +81,7 @@ pub struct Fired {
     /// The mapping as messages name it (file, position, id, name).
     pub mapping: String,
     /// The request the mapping answered, as the templates see it.
-    pub request: wit::Request,
+    pub request: PluginRequest,
     /// Resolves when the answer is out (the HTTP response written); the webhooks wait
     /// for it. `None`: already out.
     pub after: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
@@ -424,7 +424,7 @@ impl Webhook {
 
     /// Renders the webhook for `request`, answered by mapping `mapping_id`. The error
     /// says why nothing can be sent (a broken definition, a template that failed).
-    pub fn render(&self, mapping_id: &str, request: &wit::Request) -> Result<WebhookCall, String> {
+    pub fn render(&self, mapping_id: &str, request: &PluginRequest) -> Result<WebhookCall, String> {
         if let Some(b) = &self.broken {
             return Err(b.clone());
         }
@@ -573,8 +573,8 @@ mod tests {
         (r, warnings)
     }
 
-    fn request() -> wit::Request {
-        wit::Request::Http(wit::HttpRequest {
+    fn request() -> PluginRequest {
+        PluginRequest::from(wit::Request::Http(wit::HttpRequest {
             method: "POST".into(),
             url: "/x".into(),
             path: "/x".into(),
@@ -584,7 +584,7 @@ mod tests {
             body: vec![],
             base_url: "http://localhost:1".into(),
             path_parameters: vec![],
-        })
+        }))
     }
 
     #[test]

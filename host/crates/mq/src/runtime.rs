@@ -155,7 +155,7 @@ pub fn reply_for(mapping: &MqMapping, request: &Message) -> Message {
 }
 
 /// The request message as plugins (and webhook templates) see it.
-fn plugin_request(mapping: &MqMapping, request: &Message) -> decoy_plugin_host::wit::Request {
+fn plugin_request(mapping: &MqMapping, request: &Message) -> decoy_plugin_host::PluginRequest {
     let id_text = |b: &Option<Vec<u8>>| {
         b.as_ref().map(|b| match std::str::from_utf8(b) {
             Ok(s) => s.to_owned(),

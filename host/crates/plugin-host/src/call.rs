@@ -9,7 +9,7 @@ use wasmtime::Store;
 use super::exports::decoy::plugin::{matcher, transformer};
 use super::host_api::State;
 use super::load::Isolation;
-use super::{Code, Plugin, wit};
+use super::{Code, Plugin, PluginRequest, wit};
 
 /// An instance ready for calls, in its own store.
 pub(crate) struct Warm {
@@ -77,16 +77,16 @@ impl Plugin {
     pub fn transform(
         self: &Arc<Self>,
         context: &wit::CallContext,
-        request: &wit::Request,
+        request: &PluginRequest,
         response: &wit::Response,
     ) -> Result<wit::Response, PluginFailure> {
-        self.with_instance(context, |w| {
+        self.with_instance(context, request, |w| {
             let Some(t) = &w.transformer else {
                 return Ok(Err(wit::PluginError {
                     message: "it has no transformer (it is a matcher plugin)".into(),
                 }));
             };
-            t.call_transform(&mut w.store, context, request, response)
+            t.call_transform(&mut w.store, context, &request.request, response)
         })
     }
 
@@ -94,15 +94,15 @@ impl Plugin {
     pub fn matches(
         self: &Arc<Self>,
         context: &wit::CallContext,
-        request: &wit::Request,
+        request: &PluginRequest,
     ) -> Result<bool, PluginFailure> {
-        self.with_instance(context, |w| {
+        self.with_instance(context, request, |w| {
             let Some(m) = &w.matcher else {
                 return Ok(Err(wit::PluginError {
                     message: "it has no matcher (it is a transformer plugin)".into(),
                 }));
             };
-            m.call_matches(&mut w.store, context, request)
+            m.call_matches(&mut w.store, context, &request.request)
         })
     }
 
@@ -114,6 +114,7 @@ impl Plugin {
     fn with_instance<R>(
         self: &Arc<Self>,
         ctx: &wit::CallContext,
+        request: &PluginRequest,
         call: impl Fn(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>>,
     ) -> Result<R, PluginFailure> {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
@@ -125,12 +126,12 @@ impl Plugin {
                 loading: true,
             });
         };
-        let result = match self.guarded(|| self.attempt(&code, ctx, &call, false)) {
+        let result = match self.guarded(|| self.attempt(&code, ctx, request, &call, false)) {
             Attempt::Done(r) => r,
             Attempt::RetryFresh(first) => {
                 self.stats.retries.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(plugin = %self.name, mapping = %ctx.mapping_id, "a warm instance hit its memory cap; the call is made again on a fresh instance");
-                match self.guarded(|| self.attempt(&code, ctx, &call, true)) {
+                match self.guarded(|| self.attempt(&code, ctx, request, &call, true)) {
                     Attempt::Done(Err(f)) => Err(PluginFailure {
                         reason: format!(
                             "{} (also on a fresh instance, after: {})",
@@ -178,6 +179,7 @@ impl Plugin {
         self: &Arc<Self>,
         code: &Arc<Code>,
         ctx: &wit::CallContext,
+        request: &PluginRequest,
         call: &impl Fn(&mut Warm) -> wasmtime::Result<Result<R, wit::PluginError>>,
         fresh: bool,
     ) -> Attempt<R> {
@@ -209,6 +211,7 @@ impl Plugin {
             if state.mapping != ctx.mapping_id {
                 state.mapping.clone_from(&ctx.mapping_id);
             }
+            state.client_ip.clone_from(&request.client_ip);
             state.side_effects = false;
             state.stdio.clear_tail();
         }

@@ -1,5 +1,5 @@
 //! What a plugin instance's `Store` holds, and the host functions it may import:
-//! WASI (sandboxed) and decoy's `log` and `kv`.
+//! WASI (sandboxed) and decoy's `log`, `kv` and `request-info`.
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::Plugin;
-use super::decoy::plugin::{kv, log, types};
+use super::decoy::plugin::{kv, log, request_info, types};
 use super::stdio::Stdio;
 
 /// Limits of the `kv` store, per plugin.
@@ -25,6 +25,9 @@ pub(crate) struct State {
     plugin: Arc<Plugin>,
     /// The mapping of the call under way (for log tags).
     pub(crate) mapping: String,
+    /// The client's address for the call under way (`request-info.client-ip`); set
+    /// before every call, so an instance never answers with an earlier call's.
+    pub(crate) client_ip: Option<String>,
     /// Whether the call under way changed the `kv` store (such a call is not retried).
     pub(crate) side_effects: bool,
 }
@@ -92,6 +95,7 @@ impl State {
             stdio,
             plugin,
             mapping: String::new(),
+            client_ip: None,
             side_effects: false,
         }
     }
@@ -143,6 +147,16 @@ impl log::Host for State {
                 tracing::error!(target: "plugin", plugin, mapping, "{message}{fields}")
             }
         }
+    }
+}
+
+impl request_info::Host for State {
+    fn client_ip(&mut self) -> Option<String> {
+        self.client_ip.clone()
+    }
+
+    fn hostname(&mut self) -> String {
+        super::machine_hostname().to_owned()
     }
 }
 

@@ -21,6 +21,10 @@
 //! Sandbox: WASI with no preopened directory, no environment, no arguments, no
 //! sockets and empty stdio; clocks and random are allowed. Per call a CPU deadline
 //! (epoch ticks) and per instance a memory cap (a `ResourceLimiter`).
+//!
+//! What a plugin may ask the host is `log`, `kv` and `request-info` (the client's
+//! address, which a [`PluginRequest`] carries beside the WIT record, and the
+//! machine's name). This crate sees those as plain data: it knows nothing of HTTP.
 
 mod call;
 mod host_api;
@@ -44,6 +48,60 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::decoy::plugin::types as wit;
+
+/// A request as a plugin call sees it: the WIT record it is passed, and what the
+/// host answers through `request-info` during that call. The client's address is
+/// not a field of the record because a record cannot change within `0.1` without
+/// breaking every plugin built against it; a new interface can be added instead,
+/// and plugins built before it simply do not import it.
+#[derive(Debug, Clone)]
+pub struct PluginRequest {
+    pub request: wit::Request,
+    /// The client's IP address as text (`request-info.client-ip`): `None` for a
+    /// message from a queue.
+    pub client_ip: Option<String>,
+}
+
+impl From<wit::Request> for PluginRequest {
+    /// A request with nothing for `request-info` to tell (a message).
+    fn from(request: wit::Request) -> PluginRequest {
+        PluginRequest {
+            request,
+            client_ip: None,
+        }
+    }
+}
+
+/// The machine's name as `request-info.hostname` gives it, which is what WireMock's
+/// `{{hostname}}` writes (Java's `InetAddress.getLocalHost().getHostName()`): the
+/// host name when it resolves to an address, else `localhost`. It is looked up once
+/// per process, as Java does; the plugin runtime starts the look-up on a thread of
+/// its own (a name missing from the hosts file may wait on DNS), and a call that
+/// asks before it ended waits for it.
+pub fn machine_hostname() -> &'static str {
+    static HOSTNAME: OnceLock<String> = OnceLock::new();
+    HOSTNAME.get_or_init(|| {
+        let name = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        if name.is_empty() || name == "localhost" {
+            return "localhost".to_owned();
+        }
+        use std::net::ToSocketAddrs;
+        let resolves = (name.as_str(), 0)
+            .to_socket_addrs()
+            .is_ok_and(|mut addrs| addrs.next().is_some());
+        if resolves {
+            name
+        } else {
+            tracing::warn!(
+                "this machine's name {name:?} does not resolve to an address; plugins asking for the host name get \"localhost\", as WireMock's {{{{hostname}}}} writes then"
+            );
+            "localhost".to_owned()
+        }
+    })
+}
 
 /// How often the epoch ticker advances; deadlines are counted in these ticks.
 const TICK: Duration = Duration::from_millis(5);

@@ -105,6 +105,13 @@ pub(super) fn runtime() -> Result<Runtime, String> {
             }
         })
         .map_err(|e| format!("cannot start the plugin deadline thread: {e}"))?;
+    // Looked up now, off every request's path; a thread that cannot start only
+    // moves the look-up to the first plugin that asks.
+    let _ = std::thread::Builder::new()
+        .name("decoy-hostname".into())
+        .spawn(|| {
+            super::machine_hostname();
+        });
     Ok(Runtime { engine, linker })
 }
 
@@ -327,7 +334,7 @@ fn describe_compile_error(e: &wasmtime::Error) -> String {
 fn explain_link_error(e: &wasmtime::Error) -> String {
     let text = format!("{e:#}");
     format!(
-        "needs an import decoy does not give plugins ({text}); plugins may import decoy:plugin/log, decoy:plugin/kv and WASI 0.2 (without file system, network or environment)"
+        "needs an import decoy does not give plugins ({text}); plugins may import decoy:plugin/log, decoy:plugin/kv, decoy:plugin/request-info and WASI 0.2 (without file system, network or environment)"
     )
 }
 

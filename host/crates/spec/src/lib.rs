@@ -8,7 +8,8 @@
 //! - [`fields`]: reading a JSON mapping with a path to every field, and the
 //!   [`FieldError`](fields::FieldError) that names it.
 //!
-//! May depend on: nothing of decoy's. Everything else may depend on it.
+//! May depend on: nothing of decoy's but `decoy-multipart` (the one multipart parser,
+//! shared with the `response-template` plugin). Everything else may depend on it.
 
 pub mod fields;
 pub mod plan;

@@ -200,7 +200,7 @@ impl RequestSnapshot {
             let Some(ct) = self.header("content-type") else {
                 return Vec::new();
             };
-            match multipart_boundary(&ct) {
+            match decoy_multipart::boundary(&ct) {
                 Some(boundary) => parse_multipart(&self.body, &boundary),
                 None => Vec::new(),
             }
@@ -212,67 +212,27 @@ impl RequestSnapshot {
     }
 }
 
-fn multipart_boundary(content_type: &str) -> Option<String> {
-    let mut params = content_type.split(';');
-    let mime = params.next()?.trim().to_ascii_lowercase();
-    if !mime.starts_with("multipart/") {
-        return None;
-    }
-    params.find_map(|p| {
-        let (k, v) = p.trim().split_once('=')?;
-        k.trim()
-            .eq_ignore_ascii_case("boundary")
-            .then(|| v.trim().trim_matches('"').to_owned())
-    })
-}
-
-/// A small, lenient multipart parser (RFC 2046): enough to match on, never panics.
+/// The shared parser's parts (`decoy-multipart`) with their headers as an HTTP
+/// header map; a header whose name or value HTTP cannot carry is left out.
 fn parse_multipart(body: &[u8], boundary: &str) -> Vec<Part> {
-    let delimiter = format!("--{boundary}");
-    let delim = delimiter.as_bytes();
-    let mut parts = Vec::new();
-    let mut rest = match find(body, delim) {
-        Some(i) => &body[i + delim.len()..],
-        None => return parts,
-    };
-    loop {
-        if rest.starts_with(b"--") {
-            break;
-        }
-        rest = rest.strip_prefix(b"\r\n").unwrap_or(rest);
-        let Some(end) = find(rest, delim) else { break };
-        let mut chunk = &rest[..end];
-        chunk = chunk.strip_suffix(b"\r\n").unwrap_or(chunk);
-        let (head, content) = match find(chunk, b"\r\n\r\n") {
-            Some(i) => (&chunk[..i], &chunk[i + 4..]),
-            None if chunk.starts_with(b"\r\n") => (&chunk[..0], &chunk[2..]),
-            None => (chunk, &chunk[chunk.len()..]),
-        };
-        let mut headers = HeaderMap::new();
-        for line in String::from_utf8_lossy(head).split("\r\n") {
-            if let Some((k, v)) = line.split_once(':')
-                && let (Ok(name), Ok(value)) = (
-                    http::HeaderName::from_bytes(k.trim().as_bytes()),
-                    http::HeaderValue::from_str(v.trim()),
-                )
-            {
-                headers.append(name, value);
+    decoy_multipart::parse(body, boundary)
+        .into_iter()
+        .map(|p| {
+            let mut headers = HeaderMap::new();
+            for (k, v) in &p.headers {
+                if let (Ok(name), Ok(value)) = (
+                    http::HeaderName::from_bytes(k.as_bytes()),
+                    http::HeaderValue::from_str(v),
+                ) {
+                    headers.append(name, value);
+                }
             }
-        }
-        parts.push(Part {
-            headers,
-            body: Bytes::copy_from_slice(content),
-        });
-        rest = &rest[end + delim.len()..];
-    }
-    parts
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || haystack.len() < needle.len() {
-        return None;
-    }
-    haystack.windows(needle.len()).position(|w| w == needle)
+            Part {
+                headers,
+                body: Bytes::copy_from_slice(p.body),
+            }
+        })
+        .collect()
 }
 
 /// `content-type` -> `Content-Type`: HTTP header names are kept lower case here, and
