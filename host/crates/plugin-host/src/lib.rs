@@ -66,6 +66,17 @@ struct Runtime {
 /// ends (mappings accepted while it compiled may now be checked against it).
 pub type LoadedHook = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Sees every compilation of a plugin's files. Tests use it to hold a compilation
+/// while a file changes, so that two compilations end in the order a slow machine
+/// might end them.
+pub trait LoadObserver: Send + Sync {
+    /// On the compiling thread, once the files are read (`sha256`: of the `.wasm`
+    /// bytes) and before they are compiled. It may block.
+    fn compiling(&self, _plugin: &str, _sha256: &str) {}
+    /// Once that compilation's result has been published, kept from use, or dropped.
+    fn finished(&self, _plugin: &str, _sha256: &str) {}
+}
+
 /// Every plugin a loaded mapping has named, by name.
 #[derive(Debug)]
 pub struct Plugins {
@@ -83,6 +94,7 @@ struct Inner {
     /// How long `get` waits for a compilation (`None`: until it ends).
     wait: Mutex<Option<Duration>>,
     on_loaded: Mutex<Option<LoadedHook>>,
+    observer: Mutex<Option<Arc<dyn LoadObserver>>>,
     /// The `kv` store shared by several decoy instances (`--state`), when set.
     shared_kv: OnceLock<Arc<dyn SharedKv>>,
 }
@@ -165,6 +177,8 @@ pub struct PluginStats {
 /// Compiled code of one version of a plugin, and its pool of warm instances.
 pub(crate) struct Code {
     pub(crate) origin: String,
+    /// What it was compiled from.
+    pub(crate) fingerprint: load::Fingerprint,
     pub(crate) settings: PluginSettings,
     pub(crate) pre: wasmtime::component::InstancePre<host_api::State>,
     pub(crate) transformer: Option<exports::decoy::plugin::transformer::GuestIndices>,
@@ -199,6 +213,7 @@ impl Plugins {
                 failures: Mutex::new(HashMap::new()),
                 wait: Mutex::new(None),
                 on_loaded: Mutex::new(None),
+                observer: Mutex::new(None),
                 shared_kv: OnceLock::new(),
             }),
         }
@@ -258,6 +273,11 @@ impl Plugins {
                     .dir
                     .as_ref()
                     .is_some_and(|d| d.join(format!("{name}.wasm")).is_file()))
+    }
+
+    /// Sets what sees each compilation (see [`LoadObserver`]).
+    pub fn observe_loads(&self, observer: Arc<dyn LoadObserver>) {
+        *lock(&self.inner.observer) = Some(observer);
     }
 
     /// Sets what runs when a load that outlived the wait ends.
@@ -320,13 +340,9 @@ impl Plugins {
         let started = std::thread::Builder::new()
             .name("decoy-plugin-load".into())
             .spawn(move || {
-                let result = load::load(
-                    &runtime,
-                    inner.dir.as_deref(),
-                    inner.cache_dir.as_deref(),
-                    &p.name,
-                );
+                let (sha, result) = inner.load(&runtime, &p.name);
                 inner.finish(&p, result, stamp);
+                inner.finished(&p.name, &sha);
             });
         if let Err(e) = started {
             lock(&self.inner.loaded).remove(name);
@@ -386,20 +402,15 @@ impl Plugins {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
-        Some(
-            load::load(
-                &runtime,
-                self.inner.dir.as_deref(),
-                self.inner.cache_dir.as_deref(),
-                name,
-            )
-            .map(|code| {
-                tracing::info!(plugin = name, origin = %code.origin, "plugin reloaded");
-                plugin.code.store(Some(Arc::new(code)));
-                *lock(&plugin.status) = Status::Ready;
-                plugin.loaded.notify_all();
-            }),
-        )
+        let (sha, result) = self.inner.load(&runtime, name);
+        let result = result.map(|code| {
+            tracing::info!(plugin = name, origin = %code.origin, "plugin reloaded");
+            plugin.code.store(Some(Arc::new(code)));
+            *lock(&plugin.status) = Status::Ready;
+            plugin.loaded.notify_all();
+        });
+        self.inner.finished(name, &sha);
+        Some(result)
     }
 
     /// The loaded plugins, sorted by name.
@@ -411,6 +422,26 @@ impl Plugins {
 }
 
 impl Inner {
+    fn load(&self, runtime: &Runtime, name: &str) -> (String, Result<Code, String>) {
+        let files = match load::read(self.dir.as_deref(), name) {
+            Ok(f) => f,
+            Err(e) => return (String::new(), Err(e)),
+        };
+        let sha = files.fingerprint.wasm.clone();
+        let observer = lock(&self.observer).clone();
+        if let Some(o) = observer {
+            o.compiling(name, &sha);
+        }
+        (sha, load::build(runtime, self.cache_dir.as_deref(), files))
+    }
+
+    fn finished(&self, name: &str, sha: &str) {
+        let observer = lock(&self.observer).clone();
+        if let Some(o) = observer {
+            o.finished(name, sha);
+        }
+    }
+
     fn stamp(&self, name: &str) -> FilesStamp {
         let of = |ext: &str| {
             let f = self.dir.as_ref()?.join(format!("{name}.{ext}"));
@@ -484,6 +515,11 @@ impl Plugin {
     /// Warm instances waiting in its pool now.
     pub fn warm_instances(&self) -> usize {
         self.code.load().as_ref().map_or(0, |c| lock(&c.pool).len())
+    }
+
+    /// SHA-256 (hex) of the `.wasm` its live code was compiled from, once loaded.
+    pub fn sha256(&self) -> Option<String> {
+        self.code.load().as_ref().map(|c| c.fingerprint.wasm.clone())
     }
 
     /// Where its code was read from (a file, the cache, bundled), once loaded.

@@ -142,13 +142,33 @@ enum Source {
     Bundled(&'static [u8]),
 }
 
-/// Reads, compiles (or loads from the cache) and links `name`.
-pub(super) fn load(
-    runtime: &Runtime,
-    dir: Option<&Path>,
-    cache_dir: Option<&Path>,
-    name: &str,
-) -> Result<Code, String> {
+/// A plugin's files as read for one compilation.
+pub(crate) struct Files {
+    pub(crate) origin: String,
+    pub(crate) bytes: std::borrow::Cow<'static, [u8]>,
+    pub(crate) settings: PluginSettings,
+    /// What was read, to tell whether the files changed since.
+    pub(crate) fingerprint: Fingerprint,
+}
+
+/// SHA-256 of a plugin's `.wasm` and of its settings file (`None`: there is none),
+/// or of the bundled bytes. Equal fingerprints mean the same code and settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    pub(crate) wasm: String,
+    pub(crate) settings: Option<String>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Reads `name`'s `.wasm` (or its bundled bytes) and settings.
+pub(super) fn read(dir: Option<&Path>, name: &str) -> Result<Files, String> {
     let file = dir.map(|d| d.join(format!("{name}.wasm")));
     let source = match &file {
         Some(f) if f.is_file() => Source::File(f.clone()),
@@ -176,10 +196,38 @@ pub(super) fn load(
         ),
         Source::Bundled(b) => (format!("bundled:{name}"), (*b).into()),
     };
-    let settings = match dir.map(|d| d.join(format!("{name}.json"))) {
-        Some(f) if f.is_file() => read_settings(&f)?,
-        _ => PluginSettings::default(),
+    let (settings, settings_sha) = match dir.map(|d| d.join(format!("{name}.json"))) {
+        Some(f) if f.is_file() => {
+            let text = std::fs::read_to_string(&f)
+                .map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+            (parse_settings(&f, &text)?, Some(sha256_hex(text.as_bytes())))
+        }
+        _ => (PluginSettings::default(), None),
     };
+    let fingerprint = Fingerprint {
+        wasm: sha256_hex(&bytes),
+        settings: settings_sha,
+    };
+    Ok(Files {
+        origin,
+        bytes,
+        settings,
+        fingerprint,
+    })
+}
+
+/// Compiles (or loads from the cache) and links what [`read`] read.
+pub(super) fn build(
+    runtime: &Runtime,
+    cache_dir: Option<&Path>,
+    files: Files,
+) -> Result<Code, String> {
+    let Files {
+        origin,
+        bytes,
+        settings,
+        fingerprint,
+    } = files;
     let component = compile(&runtime.engine, cache_dir, &bytes)
         .map_err(|e| format!("{origin} is not a usable plugin: {e}"))?;
     let pre = runtime
@@ -195,6 +243,7 @@ pub(super) fn load(
     }
     Ok(Code {
         origin,
+        fingerprint,
         settings,
         pre,
         transformer,
@@ -204,9 +253,7 @@ pub(super) fn load(
     })
 }
 
-fn read_settings(f: &Path) -> Result<PluginSettings, String> {
-    let text =
-        std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+fn parse_settings(f: &Path, text: &str) -> Result<PluginSettings, String> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
     struct Partial {
@@ -218,7 +265,7 @@ fn read_settings(f: &Path) -> Result<PluginSettings, String> {
         retire_at_memory_percent: Option<u64>,
         max_calls_per_instance: Option<u64>,
     }
-    let p: Partial = serde_json::from_str(&text).map_err(|e| {
+    let p: Partial = serde_json::from_str(text).map_err(|e| {
         format!(
             "{}: {e} (fields: isolation \"pooled\"|\"per-request\", timeoutMilliseconds, memoryLimitMiB, maxIdleInstances, retireAtMemoryPercent, maxCallsPerInstance)",
             f.display()
