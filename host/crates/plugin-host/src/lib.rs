@@ -16,7 +16,10 @@
 //! - compiled code is cached on disk under the hash of the `.wasm` and of the engine's
 //!   configuration, so a restart deserializes instead of compiling;
 //! - replacing the `.wasm` file swaps in new code; calls already running finish on the
-//!   old code, which they hold by `Arc`.
+//!   old code, which they hold by `Arc`. Compilations of one plugin may overlap (a
+//!   file replaced while it compiles): each is numbered as it reads the files, and
+//!   only the newest read's result is published, whichever ends last; the files are
+//!   read again when it ends, and compiled again if they changed.
 //!
 //! Sandbox: WASI with no preopened directory, no environment, no arguments, no
 //! sockets and empty stdio; clocks and random are allowed. Per call a CPU deadline
@@ -29,7 +32,7 @@ mod stdio;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -148,6 +151,11 @@ pub struct Plugin {
     pub name: String,
     /// `None` while the first load is still compiling.
     code: ArcSwapOption<Code>,
+    /// How many times its files have been read for a compilation. Each compilation
+    /// takes the next number as it reads them; only the one holding the latest
+    /// number may publish its result, so a compilation of older files that ends
+    /// after a newer one is dropped (see [`Inner::compile`]).
+    reads: AtomicU64,
     status: Mutex<Status>,
     loaded: Condvar,
     pub(crate) kv: Mutex<BTreeMap<String, Vec<u8>>>,
@@ -309,9 +317,8 @@ impl Plugins {
                 "{name:?} is not a plugin name (letters, digits, '-', '_' and '.')"
             ));
         }
-        let stamp = self.inner.stamp(name);
         if let Some((s, e)) = lock(&self.inner.failures).get(name)
-            && *s == stamp
+            && *s == self.inner.stamp(name)
         {
             return Err(e.clone());
         }
@@ -325,6 +332,7 @@ impl Plugins {
             let p = Arc::new(Plugin {
                 name: name.to_owned(),
                 code: ArcSwapOption::empty(),
+                reads: AtomicU64::new(0),
                 status: Mutex::new(Status::Loading { waited_out: false }),
                 loaded: Condvar::new(),
                 kv: Mutex::new(BTreeMap::new()),
@@ -340,9 +348,7 @@ impl Plugins {
         let started = std::thread::Builder::new()
             .name("decoy-plugin-load".into())
             .spawn(move || {
-                let (sha, result) = inner.load(&runtime, &p.name);
-                inner.finish(&p, result, stamp);
-                inner.finished(&p.name, &sha);
+                let _ = inner.compile(&runtime, &p);
             });
         if let Err(e) = started {
             lock(&self.inner.loaded).remove(name);
@@ -394,23 +400,35 @@ impl Plugins {
     }
 
     /// Reloads `name` after its file changed, if it is loaded. Calls already running
-    /// finish on the old code. On failure the old code stays and the error is returned.
-    /// This compiles on the calling thread.
+    /// finish on the old code. On failure the old code stays (the failure is logged
+    /// and returned). This compiles on the calling thread; when several reloads (or
+    /// the first load) run at once, the code of the newest files wins, whichever
+    /// ends last.
     pub fn reload(&self, name: &str) -> Option<Result<(), String>> {
         let plugin = lock(&self.inner.loaded).get(name).cloned()?;
         let runtime = match self.runtime() {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
-        let (sha, result) = self.inner.load(&runtime, name);
-        let result = result.map(|code| {
-            tracing::info!(plugin = name, origin = %code.origin, "plugin reloaded");
-            plugin.code.store(Some(Arc::new(code)));
-            *lock(&plugin.status) = Status::Ready;
-            plugin.loaded.notify_all();
-        });
-        self.inner.finished(name, &sha);
-        Some(result)
+        Some(self.inner.compile(&runtime, &plugin))
+    }
+
+    /// Reloads every loaded plugin whose files are no longer those its code was
+    /// compiled from (changes made while nothing watched them, such as during the
+    /// first load at start). Returns the names it reloaded.
+    pub fn reload_changed(&self) -> Vec<String> {
+        let mut changed = Vec::new();
+        for p in self.loaded() {
+            let Some(code) = p.code.load_full() else {
+                // Still compiling: its compilation checks the files when it ends.
+                continue;
+            };
+            if load::read(self.inner.dir.as_deref(), &p.name).fingerprint != code.fingerprint {
+                let _ = self.reload(&p.name);
+                changed.push(p.name.clone());
+            }
+        }
+        changed
     }
 
     /// The loaded plugins, sorted by name.
@@ -422,17 +440,133 @@ impl Plugins {
 }
 
 impl Inner {
-    fn load(&self, runtime: &Runtime, name: &str) -> (String, Result<Code, String>) {
-        let files = match load::read(self.dir.as_deref(), name) {
-            Ok(f) => f,
-            Err(e) => return (String::new(), Err(e)),
-        };
-        let sha = files.fingerprint.wasm.clone();
-        let observer = lock(&self.observer).clone();
-        if let Some(o) = observer {
-            o.compiling(name, &sha);
+    /// Compiles `p`'s files as they are now, on the calling thread, and publishes
+    /// the result unless the files were read again meanwhile (a newer compilation
+    /// then decides). Files that changed while they compiled (the watcher may not
+    /// have reported it: it is not running yet during the first load at start) are
+    /// read and compiled again, up to three times in all. A panic in the compiler
+    /// fails this compilation, so a plugin never stays "loading". The error is the
+    /// newest files' reason, when they cannot be used.
+    fn compile(&self, runtime: &Runtime, p: &Arc<Plugin>) -> Result<(), String> {
+        /// Reads of files that keep changing while they compile, before the last
+        /// read is published anyway (a later change has a watcher event of its own).
+        const ROUNDS: usize = 3;
+        let mut round = 1;
+        loop {
+            let read = p.reads.fetch_add(1, Ordering::SeqCst) + 1;
+            let stamp = self.stamp(&p.name);
+            let files = load::read(self.dir.as_deref(), &p.name);
+            let fingerprint = files.fingerprint.clone();
+            let unchanged = p
+                .code
+                .load()
+                .as_ref()
+                .is_some_and(|c| c.fingerprint == fingerprint);
+            let result = if unchanged {
+                Ok(None)
+            } else {
+                let observer = lock(&self.observer).clone();
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if let Some(o) = &observer {
+                        o.compiling(&p.name, &fingerprint.wasm);
+                    }
+                    load::build(runtime, self.cache_dir.as_deref(), files)
+                }))
+                .unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("a panic");
+                    Err(format!("compiling it failed in the host: {what}"))
+                })
+                .map(Some)
+            };
+            let newest = p.reads.load(Ordering::SeqCst) == read;
+            let again = newest
+                && round < ROUNDS
+                && load::read(self.dir.as_deref(), &p.name).fingerprint != fingerprint;
+            let outcome = if !newest {
+                tracing::debug!(plugin = %p.name, "dropping a compilation of files replaced meanwhile");
+                Ok(())
+            } else if again {
+                tracing::info!(plugin = %p.name, "the plugin's files changed while they compiled; compiling them again");
+                Ok(())
+            } else {
+                self.settle(p, read, result, stamp)
+            };
+            self.finished(&p.name, &fingerprint.wasm);
+            if !again {
+                return outcome;
+            }
+            round += 1;
         }
-        (sha, load::build(runtime, self.cache_dir.as_deref(), files))
+    }
+
+    /// Publishes what compilation number `read` of `p` gave (`Ok(None)`: the files
+    /// are those of the live code), unless a newer read began; wakes the caller
+    /// waiting for the first load; and runs the hook when the first load outlived
+    /// the wait, whichever compilation ended it.
+    fn settle(
+        &self,
+        p: &Arc<Plugin>,
+        read: u64,
+        result: Result<Option<Code>, String>,
+        stamp: FilesStamp,
+    ) -> Result<(), String> {
+        let mut status = lock(&p.status);
+        if p.reads.load(Ordering::SeqCst) != read {
+            return Ok(());
+        }
+        let first = matches!(*status, Status::Loading { .. });
+        let waited_out = matches!(*status, Status::Loading { waited_out: true });
+        let outcome = match result {
+            Ok(code) => {
+                if let Some(code) = code {
+                    let sha = &code.fingerprint.wasm;
+                    if first {
+                        tracing::info!(plugin = %p.name, origin = %code.origin, sha256 = %sha, "plugin loaded");
+                    } else {
+                        tracing::info!(plugin = %p.name, origin = %code.origin, sha256 = %sha, "plugin reloaded");
+                    }
+                    p.code.store(Some(Arc::new(code)));
+                }
+                *status = Status::Ready;
+                Ok(())
+            }
+            Err(e) if p.code.load().is_some() => {
+                tracing::error!(
+                    plugin = %p.name,
+                    "the plugin changed but cannot be used; the previous version stays live: {e}"
+                );
+                return Err(e);
+            }
+            Err(e) if !first => {
+                // A plugin whose first load already failed (no longer listed).
+                return Err(e);
+            }
+            Err(e) => {
+                if waited_out {
+                    tracing::error!(plugin = %p.name, "the plugin cannot be used: {e}");
+                    lock(&self.failures).insert(p.name.clone(), (stamp, e.clone()));
+                }
+                let mut loaded = lock(&self.loaded);
+                if loaded.get(&p.name).is_some_and(|q| Arc::ptr_eq(q, p)) {
+                    loaded.remove(&p.name);
+                }
+                *status = Status::Failed(e.clone());
+                Err(e)
+            }
+        };
+        drop(status);
+        p.loaded.notify_all();
+        if waited_out {
+            let hook = lock(&self.on_loaded).clone();
+            if let Some(hook) = hook {
+                hook(&p.name);
+            }
+        }
+        outcome
     }
 
     fn finished(&self, name: &str, sha: &str) {
@@ -451,42 +585,6 @@ impl Inner {
         [of("wasm"), of("json")]
     }
 
-    /// Ends a background load: publishes the code or the failure, wakes the waiting
-    /// caller, and runs the hook when nobody waited for the end.
-    fn finish(&self, p: &Arc<Plugin>, result: Result<Code, String>, stamp: FilesStamp) {
-        let mut status = lock(&p.status);
-        let waited_out = matches!(*status, Status::Loading { waited_out: true });
-        if !matches!(*status, Status::Loading { .. }) {
-            // A reload finished first: it read newer files.
-            return;
-        }
-        match result {
-            Ok(code) => {
-                tracing::info!(plugin = %p.name, origin = %code.origin, "plugin loaded");
-                p.code.store(Some(Arc::new(code)));
-                *status = Status::Ready;
-            }
-            Err(e) => {
-                if waited_out {
-                    tracing::error!(plugin = %p.name, "the plugin cannot be used: {e}");
-                    lock(&self.failures).insert(p.name.clone(), (stamp, e.clone()));
-                }
-                let mut loaded = lock(&self.loaded);
-                if loaded.get(&p.name).is_some_and(|q| Arc::ptr_eq(q, p)) {
-                    loaded.remove(&p.name);
-                }
-                *status = Status::Failed(e);
-            }
-        }
-        drop(status);
-        p.loaded.notify_all();
-        if waited_out {
-            let hook = lock(&self.on_loaded).clone();
-            if let Some(hook) = hook {
-                hook(&p.name);
-            }
-        }
-    }
 }
 
 impl Plugin {
@@ -509,7 +607,15 @@ impl Plugin {
 
     /// Whether its first load is still compiling.
     pub fn is_loading(&self) -> bool {
-        self.code.load().is_none()
+        self.code.load().is_none() && self.load_failure().is_none()
+    }
+
+    /// Why its first load failed, if it did.
+    pub fn load_failure(&self) -> Option<String> {
+        match &*lock(&self.status) {
+            Status::Failed(e) if self.code.load().is_none() => Some(e.clone()),
+            _ => None,
+        }
     }
 
     /// Warm instances waiting in its pool now.

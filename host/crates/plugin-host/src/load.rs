@@ -1,7 +1,7 @@
 //! Finding, compiling (or reading from the cache) and checking plugin components.
 
 use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::Deserialize;
@@ -136,23 +136,19 @@ fn engine(pooling: bool) -> Result<Engine, String> {
     Engine::new(&config).map_err(|e| format!("cannot create the wasm engine: {e}"))
 }
 
-/// Where a plugin's bytes come from.
-enum Source {
-    File(PathBuf),
-    Bundled(&'static [u8]),
-}
-
-/// A plugin's files as read for one compilation.
+/// A plugin's files as read for one compilation (what could not be read is the
+/// reason, to be reported if they are compiled).
 pub(crate) struct Files {
-    pub(crate) origin: String,
-    pub(crate) bytes: std::borrow::Cow<'static, [u8]>,
-    pub(crate) settings: PluginSettings,
     /// What was read, to tell whether the files changed since.
     pub(crate) fingerprint: Fingerprint,
+    origin: String,
+    wasm: Result<std::borrow::Cow<'static, [u8]>, String>,
+    settings: Result<PluginSettings, String>,
 }
 
-/// SHA-256 of a plugin's `.wasm` and of its settings file (`None`: there is none),
-/// or of the bundled bytes. Equal fingerprints mean the same code and settings.
+/// SHA-256 (hex) of a plugin's `.wasm` (or of its bundled bytes) and of its settings
+/// file (`None`: there is none); a file that cannot be read counts by the reason.
+/// Equal fingerprints mean the same code and settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Fingerprint {
     pub(crate) wasm: String,
@@ -167,53 +163,55 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Reads `name`'s `.wasm` (or its bundled bytes) and settings.
-pub(super) fn read(dir: Option<&Path>, name: &str) -> Result<Files, String> {
+/// Reads `name`'s `.wasm` (or its bundled bytes) and settings as they are now.
+pub(super) fn read(dir: Option<&Path>, name: &str) -> Files {
     let file = dir.map(|d| d.join(format!("{name}.wasm")));
-    let source = match &file {
-        Some(f) if f.is_file() => Source::File(f.clone()),
+    let (origin, wasm) = match &file {
+        Some(f) if f.is_file() => (
+            f.display().to_string(),
+            std::fs::read(f)
+                .map(Into::into)
+                .map_err(|e| format!("cannot read {}: {e}", f.display())),
+        ),
         _ => match bundled().iter().find(|(n, _)| *n == name) {
-            Some((_, bytes)) => Source::Bundled(bytes),
+            Some((_, bytes)) => (format!("bundled:{name}"), Ok((*bytes).into())),
             None => {
                 let looked = match &file {
                     Some(f) => format!("{} does not exist", f.display()),
                     None => "no plugins directory is set".to_owned(),
                 };
                 let names: Vec<&str> = bundled().iter().map(|(n, _)| *n).collect();
-                return Err(format!(
+                let e = format!(
                     "no plugin named {name:?}: {looked}, and the bundled plugins are {}",
                     names.join(", ")
-                ));
+                );
+                (String::new(), Err(e))
             }
         },
     };
-    let (origin, bytes): (String, std::borrow::Cow<'static, [u8]>) = match &source {
-        Source::File(f) => (
-            f.display().to_string(),
-            std::fs::read(f)
-                .map_err(|e| format!("cannot read {}: {e}", f.display()))?
-                .into(),
-        ),
-        Source::Bundled(b) => (format!("bundled:{name}"), (*b).into()),
-    };
-    let (settings, settings_sha) = match dir.map(|d| d.join(format!("{name}.json"))) {
-        Some(f) if f.is_file() => {
-            let text = std::fs::read_to_string(&f)
-                .map_err(|e| format!("cannot read {}: {e}", f.display()))?;
-            (parse_settings(&f, &text)?, Some(sha256_hex(text.as_bytes())))
-        }
-        _ => (PluginSettings::default(), None),
+    let (settings, settings_fingerprint) = match dir.map(|d| d.join(format!("{name}.json"))) {
+        Some(f) if f.is_file() => match std::fs::read_to_string(&f) {
+            Ok(text) => (parse_settings(&f, &text), Some(sha256_hex(text.as_bytes()))),
+            Err(e) => {
+                let e = format!("cannot read {}: {e}", f.display());
+                (Err(e.clone()), Some(e))
+            }
+        },
+        _ => (Ok(PluginSettings::default()), None),
     };
     let fingerprint = Fingerprint {
-        wasm: sha256_hex(&bytes),
-        settings: settings_sha,
+        wasm: match &wasm {
+            Ok(bytes) => sha256_hex(bytes),
+            Err(e) => e.clone(),
+        },
+        settings: settings_fingerprint,
     };
-    Ok(Files {
-        origin,
-        bytes,
-        settings,
+    Files {
         fingerprint,
-    })
+        origin,
+        wasm,
+        settings,
+    }
 }
 
 /// Compiles (or loads from the cache) and links what [`read`] read.
@@ -223,11 +221,13 @@ pub(super) fn build(
     files: Files,
 ) -> Result<Code, String> {
     let Files {
-        origin,
-        bytes,
-        settings,
         fingerprint,
+        origin,
+        wasm,
+        settings,
     } = files;
+    let bytes = wasm?;
+    let settings = settings?;
     let component = compile(&runtime.engine, cache_dir, &bytes)
         .map_err(|e| format!("{origin} is not a usable plugin: {e}"))?;
     let pre = runtime
