@@ -291,7 +291,11 @@ async fn a_javascript_plugin_whose_memory_grows_per_call_never_answers_500() {
         .collect();
     let mut bad = Vec::new();
     for t in threads {
-        bad.extend(tokio::task::spawn_blocking(move || t.join().unwrap()).await.unwrap());
+        bad.extend(
+            tokio::task::spawn_blocking(move || t.join().unwrap())
+                .await
+                .unwrap(),
+        );
     }
     let plugin = &server.store.context().plugins.clone().unwrap().loaded()[0];
     let stats = &plugin.stats;

@@ -106,7 +106,10 @@ fn replace(root: &Path, name: &str, bytes: &[u8]) {
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !done() {
-        assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -161,7 +164,10 @@ async fn an_older_hot_reload_that_finishes_last_is_not_swapped_in_over_a_newer_f
     let v2 = template();
     gate.hold(&sha256(v2));
     replace(dir.path(), "swap", v2);
-    until("the second version compiles", || gate.compiling(&sha256(v2)) > 0).await;
+    until("the second version compiles", || {
+        gate.compiling(&sha256(v2)) > 0
+    })
+    .await;
     // ...while a third version is written, compiled and published.
     let v3 = with_custom_section(&v1, "v3");
     replace(dir.path(), "swap", &v3);
@@ -191,6 +197,9 @@ async fn a_plugin_replaced_during_its_first_compilation_has_its_mappings_checked
         {"request": {"urlPath": "/p"},
          "response": {"body": "{{request.method}}", "transformers": ["late"]}}
     ]));
+    // The folder exists before the watch starts: a file written into a folder made
+    // after it can come before the watch on that folder (and go unseen).
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
     let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     assert_eq!(get(addr, "/p").await.body, "{{request.method}}");
@@ -211,9 +220,15 @@ async fn a_plugin_replaced_during_its_first_compilation_has_its_mappings_checked
     let v2 = std::fs::read(json_matcher()).unwrap();
     replace(dir.path(), "late", &v2);
     let plugin = plugins.get("late").unwrap();
-    until("the matcher is live", || plugin.sha256() == Some(sha256(&v2))).await;
+    until("the matcher is live", || {
+        plugin.sha256() == Some(sha256(&v2))
+    })
+    .await;
     gate.release(&sha256(&v1));
-    until("the first compilation ends", || gate.finished(&sha256(&v1)) > 0).await;
+    until("the first compilation ends", || {
+        gate.finished(&sha256(&v1)) > 0
+    })
+    .await;
 
     // The mappings accepted while it compiled are checked against what it turned out
     // to be: the stub's file is reported (and its last good version stays live).
@@ -237,6 +252,9 @@ async fn a_plugin_replaced_by_a_broken_file_during_its_first_compilation_is_not_
         {"request": {"urlPath": "/p"},
          "response": {"body": "{{request.method}}", "transformers": ["late"]}}
     ]));
+    // The folder exists before the watch starts: a file written into a folder made
+    // after it can come before the watch on that folder (and go unseen).
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
     let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let plugins = plugins_of(&server);
@@ -257,7 +275,10 @@ async fn a_plugin_replaced_by_a_broken_file_during_its_first_compilation_is_not_
     })
     .await;
     gate.release(&sha256(&v1));
-    until("the first compilation ends", || gate.finished(&sha256(&v1)) > 0).await;
+    until("the first compilation ends", || {
+        gate.finished(&sha256(&v1)) > 0
+    })
+    .await;
 
     // The file on disk is broken: the stub answers that, never the older file's code,
     // and never "loading" for ever.
@@ -285,6 +306,9 @@ async fn a_first_compilation_that_fails_after_the_reload_stopped_waiting_answers
         {"request": {"urlPath": "/p"},
          "response": {"body": "{{request.method}}", "transformers": ["late"]}}
     ]));
+    // The folder exists before the watch starts: a file written into a folder made
+    // after it can come before the watch on that folder (and go unseen).
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
     let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let plugins = plugins_of(&server);
@@ -300,7 +324,10 @@ async fn a_first_compilation_that_fails_after_the_reload_stopped_waiting_answers
     })
     .await;
     gate.release(&sha256(&broken));
-    until("the compilation ends", || gate.finished(&sha256(&broken)) > 0).await;
+    until("the compilation ends", || {
+        gate.finished(&sha256(&broken)) > 0
+    })
+    .await;
     let a = until_answer(addr, "/p", "a 500 naming the broken file", |a| {
         a.status != 503
     })

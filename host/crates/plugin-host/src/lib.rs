@@ -584,7 +584,6 @@ impl Inner {
         };
         [of("wasm"), of("json")]
     }
-
 }
 
 impl Plugin {
@@ -625,7 +624,10 @@ impl Plugin {
 
     /// SHA-256 (hex) of the `.wasm` its live code was compiled from, once loaded.
     pub fn sha256(&self) -> Option<String> {
-        self.code.load().as_ref().map(|c| c.fingerprint.wasm.clone())
+        self.code
+            .load()
+            .as_ref()
+            .map(|c| c.fingerprint.wasm.clone())
     }
 
     /// Where its code was read from (a file, the cache, bundled), once loaded.

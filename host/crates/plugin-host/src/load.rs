@@ -166,7 +166,8 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// Reads `name`'s `.wasm` (or its bundled bytes) and settings as they are now.
 pub(super) fn read(dir: Option<&Path>, name: &str) -> Files {
     let file = dir.map(|d| d.join(format!("{name}.wasm")));
-    let (origin, wasm) = match &file {
+    type Bytes = std::borrow::Cow<'static, [u8]>;
+    let (origin, wasm): (String, Result<Bytes, String>) = match &file {
         Some(f) if f.is_file() => (
             f.display().to_string(),
             std::fs::read(f)
