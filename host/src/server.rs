@@ -361,6 +361,12 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         tokio::task::spawn_blocking(move || match crate::watch::spawn(store.clone(), mq) {
             Ok(w) => {
                 store.rescan(false);
+                // Plugin files changed after their first compilation checked them
+                // and before the watch was in place (in the background: it
+                // compiles).
+                if let Some(p) = store.context().plugins.clone() {
+                    tokio::task::spawn_blocking(move || p.reload_changed());
+                }
                 Some(w)
             }
             Err(e) => {

@@ -438,7 +438,9 @@ impl Admin {
                 json!({
                     "name": p.name,
                     "origin": p.origin(),
+                    "sha256": p.sha256(),
                     "loading": p.is_loading(),
+                    "loadError": p.load_failure(),
                     "matcher": p.has_matcher(),
                     "transformer": p.has_transformer(),
                     "warmInstances": p.warm_instances(),

@@ -25,6 +25,7 @@ mod lifecycle;
 mod load_order;
 mod matching;
 mod plugin_examples;
+mod plugin_races;
 mod plugins;
 mod responses;
 mod robustness;

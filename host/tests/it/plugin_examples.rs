@@ -230,18 +230,17 @@ async fn a_javascript_throw_answers_500_with_the_thrown_text_and_console_output_
     server.shutdown().await;
 }
 
-/// How many calls the growth test makes. Through a debug build on a shared 2-core
-/// machine this test managed 260-600 calls a second (most of it the debug build's
-/// HTTP and component-model glue), so 100,000 calls take 3-6 minutes; the default
-/// is 30,000 (under a minute when the machine is quiet; about 380 calls per
-/// instance before it is retired at this cap, so some 80 retirements, each a chance
-/// for a call to meet the cap). DECOY_GROWTH_CALLS=100000 runs the full count, and
-/// bench/plugin-soak.sh runs 1,000,000 through a release build.
+/// How many calls the growth test makes (DECOY_GROWTH_CALLS may say otherwise).
+/// Through HTTP a debug build managed 260-600 calls a second on a shared 2-core
+/// machine, most of it the debug build's HTTP stack, so the test calls the engine
+/// in-process instead: the same matching, transformer chain and failure rule
+/// (`Transformers::run`, `failure_plan`) as a request, without the sockets.
+/// bench/plugin-soak.sh runs 1,000,000 calls through HTTP and a release build.
 fn growth_calls() -> usize {
     std::env::var("DECOY_GROWTH_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(30_000)
+        .unwrap_or(100_000)
 }
 
 #[ignore = "needs the example plugins: tests/run.sh builds them, sets DECOY_EXAMPLE_PLUGINS and runs these with --ignored"]
@@ -253,32 +252,37 @@ async fn a_javascript_plugin_whose_memory_grows_per_call_never_answers_500() {
         &wasm,
         json!([stub("/grow", "js-stdio", "grow")]),
     );
-    // A low cap, so an instance reaches it every few hundred calls; a deadline a
-    // busy machine (and a garbage collection) cannot miss, so that only memory is
-    // tested here.
+    // A low cap, so an instance reaches it every few hundred calls (some 260
+    // retirements in 100,000 calls, each a chance for a call to meet the cap); a
+    // deadline a busy machine (and a garbage collection) cannot miss, so that only
+    // memory is tested here.
     std::fs::write(
         dir.path().join("plugins/js-stdio.json"),
         r#"{"memoryLimitMiB": 40, "timeoutMilliseconds": 5000}"#,
     )
     .unwrap();
     let server = crate::common::serve(dir.path()).await;
-    let addr = server.http_addr;
+    // Through HTTP once, so the in-process calls below answer what a client gets.
+    let a = crate::common::get(server.http_addr, "/grow").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body, "chunks=1");
     let total = growth_calls();
-    let clients = 4;
+    let clients = 2;
     let started = std::time::Instant::now();
-    let tasks: Vec<_> = (0..clients)
+    let threads: Vec<_> = (0..clients)
         .map(|c| {
-            tokio::spawn(async move {
-                let client = hyper_util::client::legacy::Client::builder(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .build_http();
+            let engine = server.engine.clone();
+            std::thread::spawn(move || {
                 let mut bad = Vec::new();
                 for _ in (c..total).step_by(clients) {
-                    let a = crate::common::send_with(client.clone(), addr, "GET", "/grow", &[], "")
-                        .await;
-                    if a.status != 200 && bad.len() < 5 {
-                        bad.push(format!("{}: {}", a.status, a.body));
+                    let req = decoy_spec::request::RequestSnapshot::new("GET", "/grow");
+                    let plan = engine.respond(&req).into_plan();
+                    if plan.status != 200 && bad.len() < 5 {
+                        bad.push(format!(
+                            "{}: {}",
+                            plan.status,
+                            String::from_utf8_lossy(&plan.body)
+                        ));
                     }
                 }
                 bad
@@ -286,8 +290,12 @@ async fn a_javascript_plugin_whose_memory_grows_per_call_never_answers_500() {
         })
         .collect();
     let mut bad = Vec::new();
-    for t in tasks {
-        bad.extend(t.await.unwrap());
+    for t in threads {
+        bad.extend(
+            tokio::task::spawn_blocking(move || t.join().unwrap())
+                .await
+                .unwrap(),
+        );
     }
     let plugin = &server.store.context().plugins.clone().unwrap().loaded()[0];
     let stats = &plugin.stats;
@@ -301,6 +309,7 @@ async fn a_javascript_plugin_whose_memory_grows_per_call_never_answers_500() {
         stats.failures.load(Relaxed)
     );
     assert!(bad.is_empty(), "{bad:?}");
+    assert_eq!(stats.calls.load(Relaxed), total as u64 + 1);
     assert_eq!(stats.failures.load(Relaxed), 0);
     assert!(stats.instances_retired.load(Relaxed) > 0);
     server.shutdown().await;

@@ -41,7 +41,7 @@ pub(crate) fn hostile() -> PathBuf {
     build_plugin("tests/plugins/hostile", "decoy_test_hostile")
 }
 
-fn json_matcher() -> PathBuf {
+pub(crate) fn json_matcher() -> PathBuf {
     build_plugin("plugins/examples/rust-matcher", "json_field_matcher")
 }
 

@@ -119,6 +119,24 @@ impl Plugin {
     ) -> Result<R, PluginFailure> {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         let Some(code) = self.code.load_full() else {
+            if let Some(e) = self.load_failure() {
+                // Its first load failed after a mapping was accepted with it (the
+                // mapping file's last good version then stays live, naming it).
+                self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                let reason = format!("it could not be loaded: {e}");
+                tracing::warn!(plugin = %self.name, mapping = %ctx.mapping_id, "plugin call failed: {reason}");
+                *self
+                    .stats
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) =
+                    Some((std::time::SystemTime::now(), reason.clone()));
+                return Err(PluginFailure {
+                    plugin: self.name.clone(),
+                    reason,
+                    loading: false,
+                });
+            }
             self.stats.loading.fetch_add(1, Ordering::Relaxed);
             return Err(PluginFailure {
                 plugin: self.name.clone(),

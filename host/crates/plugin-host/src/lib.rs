@@ -16,7 +16,10 @@
 //! - compiled code is cached on disk under the hash of the `.wasm` and of the engine's
 //!   configuration, so a restart deserializes instead of compiling;
 //! - replacing the `.wasm` file swaps in new code; calls already running finish on the
-//!   old code, which they hold by `Arc`.
+//!   old code, which they hold by `Arc`. Compilations of one plugin may overlap (a
+//!   file replaced while it compiles): each is numbered as it reads the files, and
+//!   only the newest read's result is published, whichever ends last; the files are
+//!   read again when it ends, and compiled again if they changed.
 //!
 //! Sandbox: WASI with no preopened directory, no environment, no arguments, no
 //! sockets and empty stdio; clocks and random are allowed. Per call a CPU deadline
@@ -33,7 +36,7 @@ mod stdio;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -124,6 +127,17 @@ struct Runtime {
 /// ends (mappings accepted while it compiled may now be checked against it).
 pub type LoadedHook = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Sees every compilation of a plugin's files. Tests use it to hold a compilation
+/// while a file changes, so that two compilations end in the order a slow machine
+/// might end them.
+pub trait LoadObserver: Send + Sync {
+    /// On the compiling thread, once the files are read (`sha256`: of the `.wasm`
+    /// bytes) and before they are compiled. It may block.
+    fn compiling(&self, _plugin: &str, _sha256: &str) {}
+    /// Once that compilation's result has been published, kept from use, or dropped.
+    fn finished(&self, _plugin: &str, _sha256: &str) {}
+}
+
 /// Every plugin a loaded mapping has named, by name.
 #[derive(Debug)]
 pub struct Plugins {
@@ -141,6 +155,7 @@ struct Inner {
     /// How long `get` waits for a compilation (`None`: until it ends).
     wait: Mutex<Option<Duration>>,
     on_loaded: Mutex<Option<LoadedHook>>,
+    observer: Mutex<Option<Arc<dyn LoadObserver>>>,
     /// The `kv` store shared by several decoy instances (`--state`), when set.
     shared_kv: OnceLock<Arc<dyn SharedKv>>,
 }
@@ -194,6 +209,11 @@ pub struct Plugin {
     pub name: String,
     /// `None` while the first load is still compiling.
     code: ArcSwapOption<Code>,
+    /// How many times its files have been read for a compilation. Each compilation
+    /// takes the next number as it reads them; only the one holding the latest
+    /// number may publish its result, so a compilation of older files that ends
+    /// after a newer one is dropped (see [`Inner::compile`]).
+    reads: AtomicU64,
     status: Mutex<Status>,
     loaded: Condvar,
     pub(crate) kv: Mutex<BTreeMap<String, Vec<u8>>>,
@@ -223,6 +243,8 @@ pub struct PluginStats {
 /// Compiled code of one version of a plugin, and its pool of warm instances.
 pub(crate) struct Code {
     pub(crate) origin: String,
+    /// What it was compiled from.
+    pub(crate) fingerprint: load::Fingerprint,
     pub(crate) settings: PluginSettings,
     pub(crate) pre: wasmtime::component::InstancePre<host_api::State>,
     pub(crate) transformer: Option<exports::decoy::plugin::transformer::GuestIndices>,
@@ -257,6 +279,7 @@ impl Plugins {
                 failures: Mutex::new(HashMap::new()),
                 wait: Mutex::new(None),
                 on_loaded: Mutex::new(None),
+                observer: Mutex::new(None),
                 shared_kv: OnceLock::new(),
             }),
         }
@@ -318,6 +341,11 @@ impl Plugins {
                     .is_some_and(|d| d.join(format!("{name}.wasm")).is_file()))
     }
 
+    /// Sets what sees each compilation (see [`LoadObserver`]).
+    pub fn observe_loads(&self, observer: Arc<dyn LoadObserver>) {
+        *lock(&self.inner.observer) = Some(observer);
+    }
+
     /// Sets what runs when a load that outlived the wait ends.
     pub fn on_loaded(&self, hook: LoadedHook) {
         *lock(&self.inner.on_loaded) = Some(hook);
@@ -347,9 +375,8 @@ impl Plugins {
                 "{name:?} is not a plugin name (letters, digits, '-', '_' and '.')"
             ));
         }
-        let stamp = self.inner.stamp(name);
         if let Some((s, e)) = lock(&self.inner.failures).get(name)
-            && *s == stamp
+            && *s == self.inner.stamp(name)
         {
             return Err(e.clone());
         }
@@ -363,6 +390,7 @@ impl Plugins {
             let p = Arc::new(Plugin {
                 name: name.to_owned(),
                 code: ArcSwapOption::empty(),
+                reads: AtomicU64::new(0),
                 status: Mutex::new(Status::Loading { waited_out: false }),
                 loaded: Condvar::new(),
                 kv: Mutex::new(BTreeMap::new()),
@@ -378,13 +406,7 @@ impl Plugins {
         let started = std::thread::Builder::new()
             .name("decoy-plugin-load".into())
             .spawn(move || {
-                let result = load::load(
-                    &runtime,
-                    inner.dir.as_deref(),
-                    inner.cache_dir.as_deref(),
-                    &p.name,
-                );
-                inner.finish(&p, result, stamp);
+                let _ = inner.compile(&runtime, &p);
             });
         if let Err(e) = started {
             lock(&self.inner.loaded).remove(name);
@@ -436,28 +458,35 @@ impl Plugins {
     }
 
     /// Reloads `name` after its file changed, if it is loaded. Calls already running
-    /// finish on the old code. On failure the old code stays and the error is returned.
-    /// This compiles on the calling thread.
+    /// finish on the old code. On failure the old code stays (the failure is logged
+    /// and returned). This compiles on the calling thread; when several reloads (or
+    /// the first load) run at once, the code of the newest files wins, whichever
+    /// ends last.
     pub fn reload(&self, name: &str) -> Option<Result<(), String>> {
         let plugin = lock(&self.inner.loaded).get(name).cloned()?;
         let runtime = match self.runtime() {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
-        Some(
-            load::load(
-                &runtime,
-                self.inner.dir.as_deref(),
-                self.inner.cache_dir.as_deref(),
-                name,
-            )
-            .map(|code| {
-                tracing::info!(plugin = name, origin = %code.origin, "plugin reloaded");
-                plugin.code.store(Some(Arc::new(code)));
-                *lock(&plugin.status) = Status::Ready;
-                plugin.loaded.notify_all();
-            }),
-        )
+        Some(self.inner.compile(&runtime, &plugin))
+    }
+
+    /// Reloads every loaded plugin whose files are no longer those its code was
+    /// compiled from (changes made while nothing watched them, such as during the
+    /// first load at start). Returns the names it reloaded.
+    pub fn reload_changed(&self) -> Vec<String> {
+        let mut changed = Vec::new();
+        for p in self.loaded() {
+            let Some(code) = p.code.load_full() else {
+                // Still compiling: its compilation checks the files when it ends.
+                continue;
+            };
+            if load::read(self.inner.dir.as_deref(), &p.name).fingerprint != code.fingerprint {
+                let _ = self.reload(&p.name);
+                changed.push(p.name.clone());
+            }
+        }
+        changed
     }
 
     /// The loaded plugins, sorted by name.
@@ -469,29 +498,110 @@ impl Plugins {
 }
 
 impl Inner {
-    fn stamp(&self, name: &str) -> FilesStamp {
-        let of = |ext: &str| {
-            let f = self.dir.as_ref()?.join(format!("{name}.{ext}"));
-            let m = std::fs::metadata(f).ok()?;
-            Some((m.len(), m.modified().ok()?))
-        };
-        [of("wasm"), of("json")]
+    /// Compiles `p`'s files as they are now, on the calling thread, and publishes
+    /// the result unless the files were read again meanwhile (a newer compilation
+    /// then decides). Files that changed while they compiled (the watcher may not
+    /// have reported it: it is not running yet during the first load at start) are
+    /// read and compiled again, up to three times in all. A panic in the compiler
+    /// fails this compilation, so a plugin never stays "loading". The error is the
+    /// newest files' reason, when they cannot be used.
+    fn compile(&self, runtime: &Runtime, p: &Arc<Plugin>) -> Result<(), String> {
+        /// Reads of files that keep changing while they compile, before the last
+        /// read is published anyway (a later change has a watcher event of its own).
+        const ROUNDS: usize = 3;
+        let mut round = 1;
+        loop {
+            let read = p.reads.fetch_add(1, Ordering::SeqCst) + 1;
+            let stamp = self.stamp(&p.name);
+            let files = load::read(self.dir.as_deref(), &p.name);
+            let fingerprint = files.fingerprint.clone();
+            let unchanged = p
+                .code
+                .load()
+                .as_ref()
+                .is_some_and(|c| c.fingerprint == fingerprint);
+            let result = if unchanged {
+                Ok(None)
+            } else {
+                let observer = lock(&self.observer).clone();
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if let Some(o) = &observer {
+                        o.compiling(&p.name, &fingerprint.wasm);
+                    }
+                    load::build(runtime, self.cache_dir.as_deref(), files)
+                }))
+                .unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("a panic");
+                    Err(format!("compiling it failed in the host: {what}"))
+                })
+                .map(Some)
+            };
+            let newest = p.reads.load(Ordering::SeqCst) == read;
+            let again = newest
+                && round < ROUNDS
+                && load::read(self.dir.as_deref(), &p.name).fingerprint != fingerprint;
+            let outcome = if !newest {
+                tracing::debug!(plugin = %p.name, "dropping a compilation of files replaced meanwhile");
+                Ok(())
+            } else if again {
+                tracing::info!(plugin = %p.name, "the plugin's files changed while they compiled; compiling them again");
+                Ok(())
+            } else {
+                self.settle(p, read, result, stamp)
+            };
+            self.finished(&p.name, &fingerprint.wasm);
+            if !again {
+                return outcome;
+            }
+            round += 1;
+        }
     }
 
-    /// Ends a background load: publishes the code or the failure, wakes the waiting
-    /// caller, and runs the hook when nobody waited for the end.
-    fn finish(&self, p: &Arc<Plugin>, result: Result<Code, String>, stamp: FilesStamp) {
+    /// Publishes what compilation number `read` of `p` gave (`Ok(None)`: the files
+    /// are those of the live code), unless a newer read began; wakes the caller
+    /// waiting for the first load; and runs the hook when the first load outlived
+    /// the wait, whichever compilation ended it.
+    fn settle(
+        &self,
+        p: &Arc<Plugin>,
+        read: u64,
+        result: Result<Option<Code>, String>,
+        stamp: FilesStamp,
+    ) -> Result<(), String> {
         let mut status = lock(&p.status);
-        let waited_out = matches!(*status, Status::Loading { waited_out: true });
-        if !matches!(*status, Status::Loading { .. }) {
-            // A reload finished first: it read newer files.
-            return;
+        if p.reads.load(Ordering::SeqCst) != read {
+            return Ok(());
         }
-        match result {
+        let first = matches!(*status, Status::Loading { .. });
+        let waited_out = matches!(*status, Status::Loading { waited_out: true });
+        let outcome = match result {
             Ok(code) => {
-                tracing::info!(plugin = %p.name, origin = %code.origin, "plugin loaded");
-                p.code.store(Some(Arc::new(code)));
+                if let Some(code) = code {
+                    let sha = &code.fingerprint.wasm;
+                    if first {
+                        tracing::info!(plugin = %p.name, origin = %code.origin, sha256 = %sha, "plugin loaded");
+                    } else {
+                        tracing::info!(plugin = %p.name, origin = %code.origin, sha256 = %sha, "plugin reloaded");
+                    }
+                    p.code.store(Some(Arc::new(code)));
+                }
                 *status = Status::Ready;
+                Ok(())
+            }
+            Err(e) if p.code.load().is_some() => {
+                tracing::error!(
+                    plugin = %p.name,
+                    "the plugin changed but cannot be used; the previous version stays live: {e}"
+                );
+                return Err(e);
+            }
+            Err(e) if !first => {
+                // A plugin whose first load already failed (no longer listed).
+                return Err(e);
             }
             Err(e) => {
                 if waited_out {
@@ -502,9 +612,10 @@ impl Inner {
                 if loaded.get(&p.name).is_some_and(|q| Arc::ptr_eq(q, p)) {
                     loaded.remove(&p.name);
                 }
-                *status = Status::Failed(e);
+                *status = Status::Failed(e.clone());
+                Err(e)
             }
-        }
+        };
         drop(status);
         p.loaded.notify_all();
         if waited_out {
@@ -513,6 +624,23 @@ impl Inner {
                 hook(&p.name);
             }
         }
+        outcome
+    }
+
+    fn finished(&self, name: &str, sha: &str) {
+        let observer = lock(&self.observer).clone();
+        if let Some(o) = observer {
+            o.finished(name, sha);
+        }
+    }
+
+    fn stamp(&self, name: &str) -> FilesStamp {
+        let of = |ext: &str| {
+            let f = self.dir.as_ref()?.join(format!("{name}.{ext}"));
+            let m = std::fs::metadata(f).ok()?;
+            Some((m.len(), m.modified().ok()?))
+        };
+        [of("wasm"), of("json")]
     }
 }
 
@@ -536,12 +664,28 @@ impl Plugin {
 
     /// Whether its first load is still compiling.
     pub fn is_loading(&self) -> bool {
-        self.code.load().is_none()
+        self.code.load().is_none() && self.load_failure().is_none()
+    }
+
+    /// Why its first load failed, if it did.
+    pub fn load_failure(&self) -> Option<String> {
+        match &*lock(&self.status) {
+            Status::Failed(e) if self.code.load().is_none() => Some(e.clone()),
+            _ => None,
+        }
     }
 
     /// Warm instances waiting in its pool now.
     pub fn warm_instances(&self) -> usize {
         self.code.load().as_ref().map_or(0, |c| lock(&c.pool).len())
+    }
+
+    /// SHA-256 (hex) of the `.wasm` its live code was compiled from, once loaded.
+    pub fn sha256(&self) -> Option<String> {
+        self.code
+            .load()
+            .as_ref()
+            .map(|c| c.fingerprint.wasm.clone())
     }
 
     /// Where its code was read from (a file, the cache, bundled), once loaded.

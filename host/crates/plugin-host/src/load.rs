@@ -1,7 +1,7 @@
 //! Finding, compiling (or reading from the cache) and checking plugin components.
 
 use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::Deserialize;
@@ -143,50 +143,99 @@ fn engine(pooling: bool) -> Result<Engine, String> {
     Engine::new(&config).map_err(|e| format!("cannot create the wasm engine: {e}"))
 }
 
-/// Where a plugin's bytes come from.
-enum Source {
-    File(PathBuf),
-    Bundled(&'static [u8]),
+/// A plugin's files as read for one compilation (what could not be read is the
+/// reason, to be reported if they are compiled).
+pub(crate) struct Files {
+    /// What was read, to tell whether the files changed since.
+    pub(crate) fingerprint: Fingerprint,
+    origin: String,
+    wasm: Result<std::borrow::Cow<'static, [u8]>, String>,
+    settings: Result<PluginSettings, String>,
 }
 
-/// Reads, compiles (or loads from the cache) and links `name`.
-pub(super) fn load(
-    runtime: &Runtime,
-    dir: Option<&Path>,
-    cache_dir: Option<&Path>,
-    name: &str,
-) -> Result<Code, String> {
+/// SHA-256 (hex) of a plugin's `.wasm` (or of its bundled bytes) and of its settings
+/// file (`None`: there is none); a file that cannot be read counts by the reason.
+/// Equal fingerprints mean the same code and settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    pub(crate) wasm: String,
+    pub(crate) settings: Option<String>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Reads `name`'s `.wasm` (or its bundled bytes) and settings as they are now.
+pub(super) fn read(dir: Option<&Path>, name: &str) -> Files {
     let file = dir.map(|d| d.join(format!("{name}.wasm")));
-    let source = match &file {
-        Some(f) if f.is_file() => Source::File(f.clone()),
+    type Bytes = std::borrow::Cow<'static, [u8]>;
+    let (origin, wasm): (String, Result<Bytes, String>) = match &file {
+        Some(f) if f.is_file() => (
+            f.display().to_string(),
+            std::fs::read(f)
+                .map(Into::into)
+                .map_err(|e| format!("cannot read {}: {e}", f.display())),
+        ),
         _ => match bundled().iter().find(|(n, _)| *n == name) {
-            Some((_, bytes)) => Source::Bundled(bytes),
+            Some((_, bytes)) => (format!("bundled:{name}"), Ok((*bytes).into())),
             None => {
                 let looked = match &file {
                     Some(f) => format!("{} does not exist", f.display()),
                     None => "no plugins directory is set".to_owned(),
                 };
                 let names: Vec<&str> = bundled().iter().map(|(n, _)| *n).collect();
-                return Err(format!(
+                let e = format!(
                     "no plugin named {name:?}: {looked}, and the bundled plugins are {}",
                     names.join(", ")
-                ));
+                );
+                (String::new(), Err(e))
             }
         },
     };
-    let (origin, bytes): (String, std::borrow::Cow<'static, [u8]>) = match &source {
-        Source::File(f) => (
-            f.display().to_string(),
-            std::fs::read(f)
-                .map_err(|e| format!("cannot read {}: {e}", f.display()))?
-                .into(),
-        ),
-        Source::Bundled(b) => (format!("bundled:{name}"), (*b).into()),
+    let (settings, settings_fingerprint) = match dir.map(|d| d.join(format!("{name}.json"))) {
+        Some(f) if f.is_file() => match std::fs::read_to_string(&f) {
+            Ok(text) => (parse_settings(&f, &text), Some(sha256_hex(text.as_bytes()))),
+            Err(e) => {
+                let e = format!("cannot read {}: {e}", f.display());
+                (Err(e.clone()), Some(e))
+            }
+        },
+        _ => (Ok(PluginSettings::default()), None),
     };
-    let settings = match dir.map(|d| d.join(format!("{name}.json"))) {
-        Some(f) if f.is_file() => read_settings(&f)?,
-        _ => PluginSettings::default(),
+    let fingerprint = Fingerprint {
+        wasm: match &wasm {
+            Ok(bytes) => sha256_hex(bytes),
+            Err(e) => e.clone(),
+        },
+        settings: settings_fingerprint,
     };
+    Files {
+        fingerprint,
+        origin,
+        wasm,
+        settings,
+    }
+}
+
+/// Compiles (or loads from the cache) and links what [`read`] read.
+pub(super) fn build(
+    runtime: &Runtime,
+    cache_dir: Option<&Path>,
+    files: Files,
+) -> Result<Code, String> {
+    let Files {
+        fingerprint,
+        origin,
+        wasm,
+        settings,
+    } = files;
+    let bytes = wasm?;
+    let settings = settings?;
     let component = compile(&runtime.engine, cache_dir, &bytes)
         .map_err(|e| format!("{origin} is not a usable plugin: {e}"))?;
     let pre = runtime
@@ -202,6 +251,7 @@ pub(super) fn load(
     }
     Ok(Code {
         origin,
+        fingerprint,
         settings,
         pre,
         transformer,
@@ -211,9 +261,7 @@ pub(super) fn load(
     })
 }
 
-fn read_settings(f: &Path) -> Result<PluginSettings, String> {
-    let text =
-        std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+fn parse_settings(f: &Path, text: &str) -> Result<PluginSettings, String> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
     struct Partial {
@@ -225,7 +273,7 @@ fn read_settings(f: &Path) -> Result<PluginSettings, String> {
         retire_at_memory_percent: Option<u64>,
         max_calls_per_instance: Option<u64>,
     }
-    let p: Partial = serde_json::from_str(&text).map_err(|e| {
+    let p: Partial = serde_json::from_str(text).map_err(|e| {
         format!(
             "{}: {e} (fields: isolation \"pooled\"|\"per-request\", timeoutMilliseconds, memoryLimitMiB, maxIdleInstances, retireAtMemoryPercent, maxCallsPerInstance)",
             f.display()

@@ -610,7 +610,7 @@ async function loadPlugins() {
   const d = await apiJson('/dashboard/api/plugins');
   setText('plugin-note', !d.enabled ? 'Plugins are off.' : d.plugins.length ? '' : 'No plugin is loaded yet (a plugin loads when a mapping first names it).');
   $('plugin-table').querySelector('tbody').innerHTML = d.plugins.map((p) => '<tr data-plugin="' + esc(p.name) + '"><td>' + esc(p.name) + '</td><td>' +
-    esc([p.matcher ? 'matcher' : '', p.transformer ? 'transformer' : ''].filter(Boolean).join(', ')) + '</td><td>' + (p.loading ? 'compiling' : 'ready') +
+    esc([p.matcher ? 'matcher' : '', p.transformer ? 'transformer' : ''].filter(Boolean).join(', ')) + '</td><td' + (p.sha256 ? ' title="sha256 ' + esc(p.sha256) + '"' : '') + '>' + (p.loading ? 'compiling' : p.loadError ? 'failed to load' : 'ready') +
     '</td><td class="num">' + p.warmInstances + '</td><td class="num">' + p.calls + '</td><td class="num' + (p.failures ? ' bad-text' : '') + '">' + p.failures +
     '</td><td class="num">' + p.timeouts + '</td><td class="num">' + p.instancesCreated + ' / ' + p.instancesRetired + '</td><td>' +
     (p.lastError ? esc(fmtTime(p.lastError.at)) + '<pre class="bad-text">' + esc(p.lastError.reason) + '</pre>' : '') + '</td></tr>').join('');
