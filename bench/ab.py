@@ -14,7 +14,12 @@ both alike; the medians and their ratio (B / A) are printed. Scenarios:
   >= 0.9x of 10" target);
 - rss-10000: peak RSS (VmHWM) after that load, journal on (the default);
 - start-10000: spawn to first answered request with 10,000 one-stub files, and the
-  CPU time the server had used by then (less sensitive to a busy machine).
+  CPU time the server had used by then (less sensitive to a busy machine);
+- reload-10000: a mapping file renamed into place, as editors save, to the first
+  request answered from it, beside 10,000 one-stub files (bench.py's reload latency,
+  20 edits per round; the median of each round, then the median of the rounds).
+
+`--only start,reload` runs some of the three groups (throughput, start, reload).
 
 All load is on 127.0.0.1 and bounded by wrk's duration. Needs wrk.
 """
@@ -37,7 +42,13 @@ def main():
     ap.add_argument("--duration", type=int, default=8)
     ap.add_argument("--starts", type=int, default=7, help="start-up samples per build")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--only", default="throughput,start,reload",
+                    help="comma-separated groups to run: throughput, start, reload (default all)")
     args = ap.parse_args()
+    groups = set(args.only.split(","))
+    unknown = groups - {"throughput", "start", "reload"}
+    if unknown:
+        sys.exit(f"--only: unknown group(s) {', '.join(sorted(unknown))}")
 
     base = pathlib.Path(tempfile.mkdtemp(prefix="decoy-ab-"))
     probe = {"request": {"urlPath": "/__probe"}, "response": {"status": 200}}
@@ -46,9 +57,12 @@ def main():
     roots = {"static": bench.make_root(base, "static", [static, probe])}
     for n in (10, 10000):
         roots[n] = bench.make_root(base, f"stubs-{n}", [bench.stub(i) for i in range(n)] + [probe])
+    if "reload" in groups:
+        roots["churn-10000"] = bench.make_root(base, "churn-10000", [bench.stub(i) for i in range(10000)] + [probe])
+        (roots["churn-10000"] / "mappings" / "churn.json").write_text(bench.churn_stub(0))
     scripts = {n: bench.lua_spread(base, n) for n in (10, 10000)}
     builds = {"A": args.a, "B": args.b}
-    res = {k: {"static": [], "stubs-10": [], "stubs-10000": [], "rss-10000": [], "start-10000": [], "start-10000-cpu": []} for k in builds}
+    res = {k: {"static": [], "stubs-10": [], "stubs-10000": [], "rss-10000": [], "start-10000": [], "start-10000-cpu": [], "reload-10000": []} for k in builds}
 
     def load(label, exe, root, **kw):
         s = bench.decoy(root, bench.free_port(), exe=exe)
@@ -60,7 +74,7 @@ def main():
         finally:
             s.stop()
 
-    for rnd in range(args.rounds):
+    for rnd in range(args.rounds if "throughput" in groups else 0):
         # A then B, then B then A: neither build always runs on the heels of the other.
         order = list(builds.items()) if rnd % 2 == 0 else list(reversed(builds.items()))
         for k, exe in order:
@@ -73,7 +87,7 @@ def main():
             res[k]["rss-10000"].append(rss)
             print(f"round {rnd + 1} {k}: static {res[k]['static'][-1]:.0f}, 10 spread {res[k]['stubs-10'][-1]:.0f}, "
                   f"10,000 spread {res[k]['stubs-10000'][-1]:.0f} req/s, RSS {rss:.1f} MiB", flush=True)
-    for i in range(args.starts):
+    for i in range(args.starts if "start" in groups else 0):
         order = list(builds.items()) if i % 2 == 0 else list(reversed(builds.items()))
         for k, exe in order:
             s = bench.decoy(roots[10000], bench.free_port(), exe=exe)
@@ -85,9 +99,16 @@ def main():
             finally:
                 s.stop()
 
+    for i in range(args.rounds if "reload" in groups else 0):
+        order = list(builds.items()) if i % 2 == 0 else list(reversed(builds.items()))
+        for k, exe in order:
+            r = bench.reload_latency(roots["churn-10000"], bench.free_port(), exe=exe)
+            res[k]["reload-10000"].append(r["median_ms"])
+            print(f"reload round {i + 1} {k}: median {r['median_ms']:.0f} ms, max {r['max_ms']:.0f} ms", flush=True)
+
     med = {k: {m: statistics.median(v) if v else float("nan") for m, v in r.items()} for k, r in res.items()}
     for k in builds:
-        med[k]["spread-ratio"] = med[k]["stubs-10000"] / med[k]["stubs-10"]
+        med[k]["spread-ratio"] = med[k]["stubs-10000"] / med[k]["stubs-10"] if res[k]["stubs-10"] else float("nan")
     print()
     print("| figure | A (before) | B (after) | B / A |")
     print("|---|---:|---:|---:|")
@@ -96,9 +117,12 @@ def main():
             ("10,000 spread / 10 spread", "spread-ratio", "{:.2f}x"),
             ("RSS with 10,000 stubs, journal on (MiB)", "rss-10000", "{:.1f}"),
             ("first answer after start, 10,000 stubs (ms)", "start-10000", "{:.0f}"),
-            ("CPU time used by then, all threads (ms)", "start-10000-cpu", "{:.0f}")]
+            ("CPU time used by then, all threads (ms)", "start-10000-cpu", "{:.0f}"),
+            ("reload latency beside 10,000 stubs, median (ms)", "reload-10000", "{:.0f}")]
     for name, key, fmt in rows:
         a, b = med["A"][key], med["B"][key]
+        if a != a and b != b:  # not measured in this run (NaN)
+            continue
         print(f"| {name} | {fmt.format(a)} | {fmt.format(b)} | {b / a:.2f}x |")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"samples": res, "medians": med}, indent=2))

@@ -174,10 +174,10 @@ def churn_stub(n):
                        "response": {"status": 200, "headers": {"Content-Type": "text/plain"}, "body": f"churn-{n}"}})
 
 
-def reload_latency(root, port, rounds=20):
+def reload_latency(root, port, rounds=20, exe=None):
     """File written (renamed into place) to the new answer served, in ms, `rounds` times."""
     live = root / "mappings" / "churn.json"
-    server = decoy(root, port).start()
+    server = decoy(root, port, exe=exe).start()
     times = []
     try:
         for i in range(1, rounds + 1):
