@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 
 use wasmtime::Store;
 
-use super::exports::decoy::plugin::{matcher, transformer};
 use super::cpu_clock::{CallClock, Stopped, WALL_FACTOR};
+use super::exports::decoy::plugin::{matcher, transformer};
 use super::host_api::State;
 use super::load::Isolation;
 use super::{Code, Plugin, PluginRequest, wit};
