@@ -270,16 +270,24 @@ async fn a_custom_matcher_plugin_added_later_is_used_from_then_on() {
     server.shutdown().await;
 }
 
-#[tokio::test]
+// Multi-threaded: on a single-threaded runtime a guest that sleeps is refused at
+// once (it would block the only worker), and `/sleep` is here for the wall-clock cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
     let dir = crate::common::root_with_stubs(json!([
         hostile_stub("/loop", "loop"),
         // The memory bomb is the same guest under another name with a longer CPU
-        // deadline: on a loaded machine it could otherwise reach 100 ms of wall-clock
-        // epochs before it reaches its memory cap, and fail the other way.
+        // deadline, so that it can only fail by its memory cap.
         {"request": {"urlPath": "/memory"},
          "response": {"status": 200, "body": "unchanged",
                       "transformers": ["hostile-memory"], "transformerParameters": {"mode": "memory"}}},
+        // A guest that waits without using CPU: stopped by the wall-clock cap (ten
+        // times its 20 ms deadline), with a reason that says so. (Each of its 50 ms
+        // sleeps costs the host some CPU, charged to the call: a short sleep in a
+        // debug build would reach the CPU deadline first.)
+        {"request": {"urlPath": "/sleep"},
+         "response": {"status": 200, "body": "unchanged",
+                      "transformers": ["hostile-sleep"], "transformerParameters": {"mode": "sleep"}}},
         hostile_stub("/trap", "trap"),
         hostile_stub("/panic", "panic"),
         hostile_stub("/status", "status"),
@@ -298,11 +306,18 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
         r#"{"timeoutMilliseconds": 10000}"#,
     )
     .unwrap();
+    install(dir.path(), "hostile-sleep", &hostile());
+    std::fs::write(
+        dir.path().join("plugins/hostile-sleep.json"),
+        r#"{"timeoutMilliseconds": 20}"#,
+    )
+    .unwrap();
     let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let cases = [
         ("/loop", "CPU deadline of 100 ms"),
         ("/memory", "memory limit of 64 MiB"),
+        ("/sleep", "200 ms of wall time"),
         ("/trap", "trapped"),
         // The guest's panic message, from its stderr.
         ("/panic", "the hostile plugin panics on purpose"),
@@ -317,10 +332,10 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
         assert_eq!(a.status, 500, "{path}: {}", a.body);
         assert_eq!(a.header("content-type"), Some("application/json"));
         let v: Value = serde_json::from_str(&a.body).unwrap();
-        let plugin = if path == "/memory" {
-            "hostile-memory"
-        } else {
-            "hostile"
+        let plugin = match path {
+            "/memory" => "hostile-memory",
+            "/sleep" => "hostile-sleep",
+            _ => "hostile",
         };
         assert_eq!(v["plugin"], plugin, "{path}: {v}");
         assert!(v["mapping"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
@@ -339,8 +354,8 @@ async fn hostile_plugins_fail_their_own_request_and_nothing_else() {
         .stats
         .failures
         .load(std::sync::atomic::Ordering::Relaxed);
-    // Every case but the memory bomb is `hostile`'s (loaded first: by name).
-    assert_eq!(failures, cases.len() as u64 - 1);
+    // Every case but the memory bomb and the sleeper is `hostile`'s (loaded first: by name).
+    assert_eq!(failures, cases.len() as u64 - 2);
     assert_eq!(
         plugin
             .stats

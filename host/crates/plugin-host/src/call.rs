@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use wasmtime::Store;
 
+use super::cpu_clock::{CallClock, Stopped, WALL_FACTOR};
 use super::exports::decoy::plugin::{matcher, transformer};
 use super::host_api::State;
 use super::load::Isolation;
@@ -43,8 +44,13 @@ impl Code {
             State::new(plugin, self.settings.memory_limit_bytes()),
         );
         store.limiter(|s| &mut s.limits);
-        store.epoch_deadline_trap();
+        // The epoch deadline is wall time; the callback turns it into CPU time.
+        let timeout = std::time::Duration::from_millis(self.settings.timeout_milliseconds);
+        store.epoch_deadline_callback(move |mut store| {
+            store.data_mut().clock.on_deadline(timeout, super::TICK)
+        });
         // Start functions run under the same deadline as calls.
+        store.data_mut().clock = CallClock::start();
         store.set_epoch_deadline(self.settings.deadline_ticks());
         let instance = self.pre.instantiate(&mut store)?;
         let transformer = match &self.transformer {
@@ -232,6 +238,7 @@ impl Plugin {
             state.client_ip.clone_from(&request.client_ip);
             state.side_effects = false;
             state.stdio.clear_tail();
+            state.clock = CallClock::start();
         }
         warm.store
             .set_epoch_deadline(code.settings.deadline_ticks());
@@ -311,10 +318,14 @@ impl Plugin {
             Some(wasmtime::Trap::Interrupt)
         ) {
             self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
-            format!(
-                "it ran past its CPU deadline of {} ms and was stopped",
-                code.settings.timeout_milliseconds
-            )
+            let ms = code.settings.timeout_milliseconds;
+            match warm.and_then(|w| w.store.data().clock.stopped) {
+                Some(Stopped::Wall) => format!(
+                    "it took {} ms of wall time ({WALL_FACTOR} times its CPU deadline of {ms} ms; the machine may be overloaded, or the plugin waits) and was stopped",
+                    ms * u64::from(WALL_FACTOR)
+                ),
+                _ => format!("it ran past its CPU deadline of {ms} ms and was stopped"),
+            }
         } else if hit_cap || text.contains("growing memory") || text.contains("memory minimum size")
         {
             format!(

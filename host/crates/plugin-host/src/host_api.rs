@@ -30,6 +30,8 @@ pub(crate) struct State {
     pub(crate) client_ip: Option<String>,
     /// Whether the call under way changed the `kv` store (such a call is not retried).
     pub(crate) side_effects: bool,
+    /// When the call under way started, for its CPU deadline.
+    pub(crate) clock: super::cpu_clock::CallClock,
 }
 
 /// The memory cap of one instance, and how much it has grown to (a
@@ -97,6 +99,7 @@ impl State {
             mapping: String::new(),
             client_ip: None,
             side_effects: false,
+            clock: Default::default(),
         }
     }
 

@@ -30,6 +30,7 @@
 //! machine's name). This crate sees those as plain data: it knows nothing of HTTP.
 
 mod call;
+mod cpu_clock;
 mod host_api;
 mod load;
 mod stdio;

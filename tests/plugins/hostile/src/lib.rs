@@ -1,5 +1,6 @@
 //! Misbehaves as its `mode` parameter says, so the host's sandbox can be tested:
-//! `loop` spins forever, `memory` allocates without end, `trap` executes
+//! `loop` spins forever, `sleep` sleeps forever (50 ms at a time, using little CPU),
+//! `memory` allocates without end, `trap` executes
 //! `unreachable`, `panic` panics, `status` returns status 7, `header` an invalid
 //! header name, `error` returns an error value, `count` counts calls in the kv store
 //! and in instance memory, `print` counts calls in the kv store and writes a line to
@@ -35,6 +36,9 @@ impl Transformer for Hostile {
                     x = std::hint::black_box(x.wrapping_add(1));
                 }
             }
+            "sleep" => loop {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            },
             "memory" => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
                 loop {
