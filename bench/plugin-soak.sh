@@ -18,7 +18,9 @@
 #   PLUGINS_DIR holds json-field-matcher.wasm, python-pricing.wasm, js-echo.wasm and
 #   c-checksum.wasm (plugins/examples/build-all.sh PLUGINS_DIR builds them); a plugin
 #   whose file is missing is skipped, with a note.
-# Runs are timed from a 3-second probe of the rate, so totals are approximate.
+# Runs are timed from a 3-second probe of the rate; a run that falls short of its count
+# (the machine slowed down) is followed by another for the rest, so totals are at
+# least the count asked for, and a little over.
 # Environment: CALLS (default 1000000), PER_REQUEST_CALLS (default 100000),
 #   THREADS/CONNECTIONS for wrk (default 1 and 4), PORT (default 18090),
 #   LOG_DIR (default target/plugin-soak/<UTC date-time>), BODIES (non-2xx bodies
@@ -143,11 +145,23 @@ run() { # name plugin kind method body isolation calls
   local probe_reqs=0 probe_non2xx=0 probe_micros=1
   read -r _ probe_reqs probe_non2xx _ probe_micros < <(grep '^WRK' "$log.probe.txt") || true
   probe_reqs=${probe_reqs:-0} probe_non2xx=${probe_non2xx:-0} probe_micros=${probe_micros:-1}
-  local secs=$(( want * probe_micros / (probe_reqs > 0 ? probe_reqs : 1) / 1000000 + 1 ))
-  wrk -t"$threads" -c"$conns" -d"${secs}s" -s "$root/soak.lua" "http://127.0.0.1:$port/soak" > "$log.wrk.txt" 2>&1 || true
-  local reqs=0 non2xx=0 sockerr=0 micros=1
-  read -r _ reqs non2xx sockerr micros < <(grep '^WRK' "$log.wrk.txt") || true
-  reqs=${reqs:-0} non2xx=${non2xx:-0} sockerr=${sockerr:-0} micros=${micros:-1}
+  # If the machine slowed down and the run fell short of `want`, further runs make up
+  # the difference (each sized from the rate just measured, with 10% to spare).
+  local reqs=0 non2xx=0 sockerr=0 micros=0 part=0
+  local rate_reqs=$probe_reqs rate_micros=$probe_micros
+  while [ $(( probe_reqs + reqs )) -lt "$want" ] && [ "$part" -lt 5 ]; do
+    part=$(( part + 1 ))
+    local left=$(( want - probe_reqs - reqs ))
+    local secs=$(( left * 11 / 10 * rate_micros / (rate_reqs > 0 ? rate_reqs : 1) / 1000000 + 1 ))
+    wrk -t"$threads" -c"$conns" -d"${secs}s" -s "$root/soak.lua" "http://127.0.0.1:$port/soak" > "$log.wrk-$part.txt" 2>&1 || true
+    local r=0 n=0 e=0 m=1
+    read -r _ r n e m < <(grep '^WRK' "$log.wrk-$part.txt") || true
+    r=${r:-0} n=${n:-0} e=${e:-0} m=${m:-1}
+    reqs=$(( reqs + r )) non2xx=$(( non2xx + n )) sockerr=$(( sockerr + e )) micros=$(( micros + m ))
+    rate_reqs=$r rate_micros=$m
+    [ "$r" -gt 0 ] || break
+  done
+  cat "$log".wrk-*.txt > "$log.wrk.txt" 2>/dev/null || true
   local rss
   rss=$(awk '/VmRSS/ {print int($2/1024)}' "/proc/$pid/status")
   local created=- retired=- retries=- failures=- timeouts=- loading=-
