@@ -1,5 +1,8 @@
 //! `/__admin/mappings`: stubs listed, created, edited, removed, imported, saved and
-//! found by metadata. Changes go through the store, and so through the file parser.
+//! found by metadata. Changes go through the store, and so through the file parser;
+//! the store also writes and deletes the files of persistent stubs, and a file it
+//! could not write or delete is WireMock's 500, with the reason and what was done in
+//! memory all the same.
 
 use super::{Admin, AdminReply, AdminRequest, json};
 use std::sync::Arc;
@@ -7,6 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use decoy_core::mapping::Mapping;
+use decoy_core::store::PersistError;
 use decoy_matching::pattern::{Actual, StringPattern};
 use decoy_spec::fields::FieldError;
 
@@ -41,7 +45,9 @@ impl Admin {
             }
             ("DELETE", ["unmatched"]) => {
                 for m in self.unmatched_mappings() {
-                    self.store.remove(&m.id);
+                    if let Err(e) = self.store.remove(&m.id) {
+                        return Some(not_removed(&e));
+                    }
                 }
                 AdminReply::ok()
             }
@@ -54,8 +60,11 @@ impl Admin {
                 Err(r) => r,
             },
             ("DELETE", [id]) => match self.mapping_at(id) {
-                Ok(m) if self.store.remove(&m.id) => AdminReply::ok(),
-                Ok(m) => AdminReply::not_found(&format!("no mapping with id {}", m.id)),
+                Ok(m) => match self.store.remove(&m.id) {
+                    Ok(true) => AdminReply::ok(),
+                    Ok(false) => AdminReply::not_found(&format!("no mapping with id {}", m.id)),
+                    Err(e) => not_removed(&e),
+                },
                 Err(r) => r,
             },
             _ => return None,
@@ -164,8 +173,11 @@ impl Admin {
                 } ] }),
             ),
             Ok(m) => {
-                let m = self.store.upsert(m);
-                AdminReply::json(201, json::mapping(&m))
+                let done = self.store.upsert(m);
+                match &done.not_saved {
+                    Some(e) => not_saved(e),
+                    None => AdminReply::json(201, json::mapping(&done.mapping)),
+                }
             }
         }
     }
@@ -177,8 +189,11 @@ impl Admin {
         };
         match self.parse_api_mapping(v, Some(id)) {
             Ok(m) => {
-                let m = self.store.upsert(m);
-                AdminReply::json(200, json::mapping(&m))
+                let done = self.store.upsert(m);
+                match &done.not_saved {
+                    Some(e) => not_saved(e),
+                    None => AdminReply::json(200, json::mapping(&done.mapping)),
+                }
             }
             Err(errs) => AdminReply::json(422, json::errors(&errs)),
         }
@@ -239,22 +254,30 @@ impl Admin {
             .collect();
         let imported: std::collections::HashSet<Arc<str>> =
             parsed.iter().map(|m| m.id.clone()).collect();
-        if delete_others {
-            for id in existing.difference(&imported) {
-                self.store.remove(id);
-            }
-        }
-        for m in parsed {
+        // WireMock adds the stubs from the last to the first (so the first wins a tie,
+        // as the newest), then removes the others, and stops at the first file it
+        // cannot write or delete.
+        for m in parsed.into_iter().rev() {
             if policy == "IGNORE" && existing.contains(&m.id) {
                 continue;
             }
-            self.store.upsert(m);
+            if let Some(e) = &self.store.upsert(m).not_saved {
+                return not_saved(e);
+            }
+        }
+        if delete_others {
+            for id in existing.difference(&imported) {
+                if let Err(e) = self.store.remove(id) {
+                    return not_removed(&e);
+                }
+            }
         }
         AdminReply::empty(200)
     }
 
-    /// `POST /mappings/remove` with a stub: WireMock removes the stub with its id, or,
-    /// when there is none, every stub whose request pattern equals the posted one.
+    /// `POST /mappings/remove` with a stub: WireMock removes the stub with its id
+    /// (with its file, when persistent), or, when there is none, every stub whose
+    /// request pattern equals the posted one, leaving their files on disk.
     fn remove_matching(&self, req: &AdminRequest) -> AdminReply {
         let v = match req.json_body() {
             Ok(v) => v,
@@ -269,10 +292,12 @@ impl Admin {
         let id = ["id", "uuid"]
             .iter()
             .find_map(|k| obj.get(*k).and_then(Value::as_str));
-        if let Some(id) = id
-            && self.store.remove(id)
-        {
-            return AdminReply::empty(200);
+        if let Some(id) = id {
+            match self.store.remove(id) {
+                Ok(true) => return AdminReply::empty(200),
+                Ok(false) => {}
+                Err(e) => return not_removed(&e),
+            }
         }
         let wanted = without_nulls(obj.get("request").cloned().unwrap_or(Value::Null));
         let same: Vec<Arc<str>> = self
@@ -289,7 +314,9 @@ impl Admin {
             .map(|m| m.id.clone())
             .collect();
         for id in same {
-            self.store.remove(&id);
+            if let Err(e) = self.store.forget(&id) {
+                return not_removed(&e);
+            }
         }
         AdminReply::empty(200)
     }
@@ -313,7 +340,9 @@ impl Admin {
             .collect();
         if remove {
             for m in &found {
-                self.store.remove(&m.id);
+                if let Err(e) = self.store.remove(&m.id) {
+                    return not_removed(&e);
+                }
             }
             return AdminReply::ok();
         }
@@ -334,6 +363,22 @@ impl Admin {
             .cloned()
             .collect()
     }
+}
+
+/// WireMock's 500 for a persistent stub created or edited whose file was not
+/// written: the change is served all the same.
+fn not_saved(e: &PersistError) -> AdminReply {
+    let detail = format!("{e}; the change is served all the same, but only until the server stops");
+    tracing::warn!("admin API: {detail}");
+    AdminReply::json(500, json::error("Stub file not written", &detail))
+}
+
+/// WireMock's 500 for a persistent stub whose file could not be deleted: the stub
+/// stays.
+fn not_removed(e: &PersistError) -> AdminReply {
+    let detail = format!("{e}; the stub is still served");
+    tracing::warn!("admin API: {detail}");
+    AdminReply::json(500, json::error("Stub not removed", &detail))
 }
 
 /// A stub id as WireMock reads one (Jackson's `UUID`): the standard 36-character form

@@ -252,8 +252,10 @@ impl Recorder {
                 }
             }
         };
-        if let Some(id) = &rec.proxy_stub_id {
-            store.remove(id);
+        if let Some(id) = &rec.proxy_stub_id
+            && let Err(e) = store.remove(id)
+        {
+            tracing::warn!("recording: {e}");
         }
         let since: Vec<Arc<ServeEvent>> = events
             .iter()
@@ -375,7 +377,9 @@ pub fn make_stubs(
     for stub in in_memory {
         match decoy_core::mapping::Mapping::parse(stub, store.context(), None, &mut Vec::new()) {
             Ok(m) => {
-                store.upsert(m);
+                if let Some(e) = store.upsert(m).not_saved {
+                    tracing::warn!("recording: {e}");
+                }
             }
             Err(errs) => tracing::warn!(
                 "a recorded stub was not valid: {}",

@@ -24,6 +24,7 @@ mod ibmmq_live;
 mod lifecycle;
 mod load_order;
 mod matching;
+mod persistent;
 mod plugin_examples;
 mod plugin_races;
 mod plugins;

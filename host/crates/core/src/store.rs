@@ -14,6 +14,14 @@
 //! here so the admin API can show them, and fixing the file clears them. The lock is
 //! held while a rebuild runs (milliseconds, no await), so rebuilds never interleave.
 //!
+//! A persistent stub (`"persistent": true`) has a file of its own in `mappings/`, as in
+//! WireMock: creating or editing one through the API writes that file, deleting it
+//! deletes the file. The store writes the file, reads it back as a file stub and
+//! records its hash while it holds the lock, so the watcher, seeing content it already
+//! has, does not load it a second time. A file that cannot be written leaves the
+//! change made in memory (WireMock changes the stub first, then writes) and is
+//! reported to the caller as a [`PersistError`].
+//!
 //! With state shared between instances (`--state`), a change made through the admin
 //! API is written to the shared [`StubReplica`] first and applied here only once that
 //! succeeded; other instances apply it through [`Store::apply_replicated`]. Files stay
@@ -81,6 +89,10 @@ struct State {
     overrides: HashMap<Arc<str>, Arc<Mapping>>,
     /// File stubs deleted through the admin API.
     deleted: HashSet<Arc<str>>,
+    /// Files written for persistent API stubs whose file name
+    /// (`--filename-template`) is not a mapping file's, so that they stay API stubs:
+    /// deleting the stub deletes its file all the same, as in WireMock.
+    api_files: HashMap<Arc<str>, PathBuf>,
     /// API stubs that came from the shared store (`--state`); the others (such as
     /// `--proxy-all`'s) belong to this instance and survive a resynchronisation.
     replicated: HashSet<Arc<str>>,
@@ -143,6 +155,46 @@ pub struct Counts {
     pub rejected: usize,
 }
 
+/// Why a persistent stub's file in `mappings/` was not written or deleted. What
+/// happened in memory is said by the operation that returns it.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    #[error("cannot write {} for stub {id}: {source}", file.display())]
+    Write {
+        id: Arc<str>,
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot delete {} for stub {id}: {source}", file.display())]
+    Delete {
+        id: Arc<str>,
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no file name for stub {id}: {reason}")]
+    Name { id: Arc<str>, reason: String },
+    #[error(
+        "stub {id} comes from {}, a file holding a \"mappings\" list, which WireMock \
+         treats as read-only: a persistent stub of it cannot be {action} there",
+        file.display()
+    )]
+    ReadOnly {
+        id: Arc<str>,
+        file: PathBuf,
+        action: &'static str,
+    },
+}
+
+/// What [`Store::upsert`] did.
+#[derive(Debug)]
+pub struct Upserted {
+    /// The stub as it is now served.
+    pub mapping: Arc<Mapping>,
+    /// Set when the stub is persistent and its file could not be written: it is
+    /// served all the same (as in WireMock), but only until the server stops.
+    pub not_saved: Option<PersistError>,
+}
+
 impl Store {
     pub fn new(root: &Path, engine: Arc<Engine>) -> Store {
         Store::with_context(root, engine, ParseContext::for_root(root))
@@ -201,11 +253,16 @@ impl Store {
     pub fn apply_replicated(&self, change: Replicated) {
         match change {
             Replicated::Put(m) => {
-                let m = self.upsert_here(m);
-                self.lock().replicated.insert(m.id.clone());
+                let done = self.upsert_here(m);
+                if let Some(e) = &done.not_saved {
+                    tracing::warn!("{e}");
+                }
+                self.lock().replicated.insert(done.mapping.id.clone());
             }
             Replicated::Remove(id) => {
-                self.remove_here(&id);
+                if let Err(e) = self.remove_here(&id, true) {
+                    tracing::warn!("{e}");
+                }
                 self.lock().replicated.remove(id.as_str());
             }
             Replicated::RemoveAll => {
@@ -464,15 +521,21 @@ impl Store {
         (problems, warnings)
     }
 
-    /// Adds or replaces (by id) a stub through the API.
-    pub fn upsert(&self, m: Mapping) -> Arc<Mapping> {
+    /// Adds or replaces (by id) a stub through the API. A persistent stub is written
+    /// to its file (see the module documentation). When state is shared, every
+    /// instance applies the change, and so writes the file, as the shared store hands
+    /// it on; a failure to write is logged there.
+    pub fn upsert(&self, m: Mapping) -> Upserted {
         match self.replicate(|r| r.put(&m)) {
             None => self.upsert_here(m),
-            Some(_) => Arc::new(m),
+            Some(_) => Upserted {
+                mapping: Arc::new(m),
+                not_saved: None,
+            },
         }
     }
 
-    fn upsert_here(&self, m: Mapping) -> Arc<Mapping> {
+    fn upsert_here(&self, m: Mapping) -> Upserted {
         let m = Arc::new(m);
         let mut st = self.lock();
         if let Some(slot) = st.api.iter_mut().find(|x| x.1.id == m.id) {
@@ -484,65 +547,193 @@ impl Store {
             let added = st.tick();
             st.api.push((added, m.clone()));
         }
+        // WireMock changes the stub first, then writes its file: a failed write
+        // leaves the change made.
+        let not_saved = if m.is_persistent() {
+            self.persist(&mut st, &m).err()
+        } else {
+            None
+        };
         self.publish(&mut st);
-        m
+        Upserted {
+            mapping: m,
+            not_saved,
+        }
     }
 
-    /// Removes a stub by id; false when there is none. As in WireMock, a persistent
-    /// stub (`"persistent": true`) loaded from a file of its own takes the file with it.
-    pub fn remove(&self, id: &str) -> bool {
+    /// Writes persistent stub `m`, already placed in `st`, to its file: a file stub
+    /// to its own file (under the name it has, as WireMock keeps it even when the
+    /// stub's name changed), an API stub to a new file named by the file-name
+    /// template; the file is then read back, so the stub becomes a file stub, in the
+    /// place it had, and the watcher knows the content. A stub of a list file is not
+    /// written: WireMock refuses to.
+    fn persist(&self, st: &mut State, m: &Arc<Mapping>) -> Result<(), PersistError> {
+        let text = persistent_json(&m.json);
+        if let Some((rel, in_list)) = file_of(st, &m.id) {
+            if in_list {
+                return Err(PersistError::ReadOnly {
+                    id: m.id.clone(),
+                    file: rel,
+                    action: "saved",
+                });
+            }
+            self.write_stub_file(&m.id, &rel, &self.root.join(&rel), &text)?;
+            self.refresh_file(st, &rel, true);
+            if st
+                .files
+                .get(rel.as_os_str())
+                .is_some_and(|f| f.problems.is_empty())
+            {
+                st.overrides.remove(&m.id);
+            }
+            return Ok(());
+        }
+        // The name is built from the stub's name, URL and id: it must stay in
+        // `mappings/` whatever they hold.
+        let v: serde_json::Value = serde_json::from_str(&m.json).unwrap_or_default();
+        let unnamed = |reason: String| PersistError::Name {
+            id: m.id.clone(),
+            reason,
+        };
+        let name = self.filenames.file_name(&v, &m.id).map_err(unnamed)?;
+        let full = crate::paths::inside(&load::mappings_dir(&self.root), &name, "mappings")
+            .map_err(unnamed)?;
+        let rel = PathBuf::from("mappings").join(&name);
+        self.write_stub_file(&m.id, &rel, &full, &text)?;
+        if !load::is_mapping_file_name(&rel) {
+            // Not a mapping file (a template without `.json`): it would be dropped at
+            // the next rescan, so the stub stays an API stub that knows its file.
+            st.api_files.insert(m.id.clone(), rel);
+            return Ok(());
+        }
+        let Some(pos) = st.api.iter().position(|(_, x)| x.id == m.id) else {
+            return Ok(());
+        };
+        let added = st.api[pos].0;
+        self.refresh_file(st, &rel, true);
+        if let Some(f) = st.files.get_mut(rel.as_os_str())
+            && f.problems.is_empty()
+            && f.mappings.iter().any(|x| x.id == m.id)
+        {
+            f.added = added;
+            st.api.remove(pos);
+        }
+        Ok(())
+    }
+
+    fn write_stub_file(
+        &self,
+        id: &Arc<str>,
+        rel: &Path,
+        full: &Path,
+        text: &str,
+    ) -> Result<(), PersistError> {
+        let write = || -> std::io::Result<()> {
+            if let Some(parent) = full.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(full, text)
+        };
+        write().map_err(|source| PersistError::Write {
+            id: id.clone(),
+            file: rel.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Removes a stub by id; `Ok(false)` when there is none. As in WireMock, a
+    /// persistent stub (`"persistent": true`) takes its file with it; when the file
+    /// cannot be deleted, or holds several stubs (read-only to WireMock), the stub
+    /// stays and the error says why.
+    pub fn remove(&self, id: &str) -> Result<bool, PersistError> {
         if self.replica.get().is_some() {
-            let exists = {
+            {
                 let st = self.lock();
-                st.api.iter().any(|(_, m)| &*m.id == id) || live_file_stub(&st, id).is_some()
-            };
-            if !exists {
-                return false;
+                if !st.api.iter().any(|(_, m)| &*m.id == id) {
+                    let Some(m) = live_file_stub(&st, id) else {
+                        return Ok(false);
+                    };
+                    if m.is_persistent()
+                        && let Some((file, true)) = file_of(&st, &m.id)
+                    {
+                        return Err(PersistError::ReadOnly {
+                            id: m.id.clone(),
+                            file,
+                            action: "removed",
+                        });
+                    }
+                }
             }
             self.replicate(|r| r.remove(id));
-            return true;
+            return Ok(true);
         }
-        self.remove_here(id)
+        self.remove_here(id, true)
     }
 
-    fn remove_here(&self, id: &str) -> bool {
+    /// Removes a stub from what is served and leaves its file, if it has one, on
+    /// disk (back at the next start or reset): WireMock's `POST
+    /// /__admin/mappings/remove` for the stubs it finds by their request. With state
+    /// shared, the change goes through the shared store as [`Store::remove`] does.
+    pub fn forget(&self, id: &str) -> Result<bool, PersistError> {
+        if self.replica.get().is_some() {
+            return self.remove(id);
+        }
+        self.remove_here(id, false)
+    }
+
+    /// Removes stub `id`, and, when `files` and it is persistent, its file.
+    fn remove_here(&self, id: &str, files: bool) -> Result<bool, PersistError> {
         let mut st = self.lock();
-        let before = st.api.len();
-        st.api.retain(|(_, m)| &*m.id != id);
-        let mut found = st.api.len() != before;
-        if !found && let Some(m) = live_file_stub(&st, id) {
-            found = true;
-            let own_file = m
-                .source
-                .as_ref()
-                .filter(|src| m.is_persistent() && is_single_stub_file(&st, &src.file))
-                .map(|src| src.file.clone());
-            match own_file {
-                Some(rel) if self.delete_file(&rel) => {
-                    st.files.remove(rel.as_os_str());
-                    st.overrides.remove(&m.id);
-                }
-                _ => {
-                    st.overrides.remove(&m.id);
-                    st.deleted.insert(m.id.clone());
-                }
+        if let Some(pos) = st.api.iter().position(|(_, m)| &*m.id == id) {
+            let own = st
+                .api_files
+                .get(id)
+                .filter(|_| files && st.api[pos].1.is_persistent())
+                .cloned();
+            if let Some(rel) = own {
+                self.delete_file(&st.api[pos].1.id, &rel)?;
+            }
+            st.api_files.remove(id);
+            st.api.remove(pos);
+            self.publish(&mut st);
+            return Ok(true);
+        }
+        let Some(m) = live_file_stub(&st, id) else {
+            return Ok(false);
+        };
+        match file_of(&st, &m.id).filter(|_| files && m.is_persistent()) {
+            Some((file, true)) => {
+                return Err(PersistError::ReadOnly {
+                    id: m.id.clone(),
+                    file,
+                    action: "removed",
+                });
+            }
+            Some((rel, false)) => {
+                self.delete_file(&m.id, &rel)?;
+                st.files.remove(rel.as_os_str());
+                st.overrides.remove(&m.id);
+            }
+            None => {
+                st.overrides.remove(&m.id);
+                st.deleted.insert(m.id.clone());
             }
         }
-        if found {
-            self.publish(&mut st);
-        }
-        found
+        self.publish(&mut st);
+        Ok(true)
     }
 
-    /// Deletes a mapping file decoy is about to stop tracking; false when it could not.
-    fn delete_file(&self, rel: &Path) -> bool {
+    /// Deletes the file of stub `id` that decoy is about to stop tracking; a file
+    /// already gone is no error.
+    fn delete_file(&self, id: &Arc<str>, rel: &Path) -> Result<(), PersistError> {
         match std::fs::remove_file(self.root.join(rel)) {
-            Ok(()) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Err(e) => {
-                tracing::warn!("could not delete {}: {e}", rel.display());
-                false
-            }
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(PersistError::Delete {
+                id: id.clone(),
+                file: rel.to_path_buf(),
+                source,
+            }),
         }
     }
 
@@ -568,10 +759,25 @@ impl Store {
         let mut st = self.lock();
         st.api.clear();
         st.overrides.clear();
-        let files: Vec<PathBuf> = st.files.keys().map(|k| k.0.clone()).collect();
-        for rel in files {
-            if is_single_stub_file(&st, &rel) && self.delete_file(&rel) {
-                st.files.remove(rel.as_os_str());
+        for (id, rel) in std::mem::take(&mut st.api_files) {
+            if let Err(e) = self.delete_file(&id, &rel) {
+                tracing::warn!("{e}");
+            }
+        }
+        let files: Vec<(PathBuf, Option<Arc<str>>)> = st
+            .files
+            .iter()
+            .map(|(k, f)| (k.0.clone(), f.mappings.first().map(|m| m.id.clone())))
+            .collect();
+        for (rel, id) in files {
+            if !is_single_stub_file(&st, &rel) {
+                continue;
+            }
+            match self.delete_file(&id.unwrap_or_default(), &rel) {
+                Ok(()) => {
+                    st.files.remove(rel.as_os_str());
+                }
+                Err(e) => tracing::warn!("{e}"),
             }
         }
         st.deleted = file_ids(&st);
@@ -594,6 +800,7 @@ impl Store {
             st.overrides.clear();
             st.deleted.clear();
             st.files.clear();
+            st.api_files.clear();
         }
         self.reload_all()
     }
@@ -716,6 +923,16 @@ fn persistent_json(json: &str) -> String {
         }
         _ => pretty(json),
     }
+}
+
+/// The file holding file stub `id` (the first read, should two have it), and whether
+/// it is a list file, which WireMock neither rewrites nor deletes.
+fn file_of(st: &State, id: &str) -> Option<(PathBuf, bool)> {
+    st.files_in_order().into_iter().find_map(|(key, f)| {
+        let m = f.mappings.iter().find(|m| &*m.id == id)?;
+        let in_list = f.mappings.len() > 1 || m.source.as_ref().is_some_and(|s| s.in_list);
+        Some((key.0.clone(), in_list))
+    })
 }
 
 /// The live (not deleted) stub `id` among the file stubs, with an edit applied.
