@@ -133,7 +133,7 @@ run() { # name plugin kind method body isolation calls
       echo '{"isolation": "per-request"}' > "$root/plugins/$plugin.json"
     fi
   fi
-  "$bin" serve --root-dir "$root" --port "$port" --plugin-cache-dir "$work/cache" --no-request-journal \
+  "$bin" serve --root-dir "$root" --port "$port" --bind-address 127.0.0.1 --plugin-cache-dir "$work/cache" --no-request-journal \
     > "$log.stdout.log" 2> "$log.stderr.log" &
   pid=$!
   for _ in $(seq 1 600); do grep -q listening "$log.stdout.log" 2>/dev/null && break; sleep 0.1; done
