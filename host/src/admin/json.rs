@@ -8,7 +8,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use decoy_core::journal::ServeEvent;
-use decoy_core::mapping::Mapping;
+use decoy_core::mapping::{Mapping, written_header_case};
 use decoy_spec::fields::FieldError;
 use decoy_spec::request::RequestSnapshot;
 
@@ -89,7 +89,7 @@ pub fn logged_request(
         .unwrap_or_else(|| ("localhost".into(), local_port));
     let headers = header_object(req.headers.iter().map(|(k, v)| {
         (
-            k.as_str(),
+            req.header_case.name(k.as_str()),
             String::from_utf8_lossy(v.as_bytes()).into_owned(),
         )
     }));
@@ -188,9 +188,19 @@ pub fn serve_event(e: &ServeEvent) -> Value {
             },
         });
     };
+    let stub = mapping(m);
+    // As the real service sent them, or as the stub writes them.
+    let case = match &e.response_header_case {
+        Some(case) => Some(std::borrow::Cow::Borrowed(case)),
+        None if !e.proxied => Some(std::borrow::Cow::Owned(written_header_case(&stub))),
+        None => None,
+    };
     let headers = header_object(e.response_headers().iter().map(|(k, v)| {
         (
-            k.as_str(),
+            match &case {
+                Some(case) => case.name(k.as_str()),
+                None => k.as_str(),
+            },
             String::from_utf8_lossy(v.as_bytes()).into_owned(),
         )
     }));
@@ -215,7 +225,7 @@ pub fn serve_event(e: &ServeEvent) -> Value {
         "wasMatched": true,
         "timing": timing,
         "subEvents": [],
-        "stubMapping": mapping(m),
+        "stubMapping": stub,
     })
 }
 

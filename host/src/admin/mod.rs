@@ -375,8 +375,13 @@ fn snapshot_from_logged(v: &Value) -> Option<RequestSnapshot> {
     let url = v.get("url").and_then(Value::as_str)?;
     let method = v.get("method").and_then(Value::as_str).unwrap_or("GET");
     let mut headers = http::HeaderMap::new();
+    // WireMock shows the names as posted.
+    let mut header_case = decoy_spec::header_case::HeaderCase::as_sent();
     if let Some(h) = v.get("headers").and_then(Value::as_object) {
         for (k, val) in h {
+            if k.bytes().any(|b| b.is_ascii_uppercase()) {
+                header_case.note(k);
+            }
             let values: Vec<&Value> = match val {
                 Value::Array(a) => a.iter().collect(),
                 other => vec![other],
@@ -396,9 +401,9 @@ fn snapshot_from_logged(v: &Value) -> Option<RequestSnapshot> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    Some(
-        RequestSnapshot::new(method, url)
-            .with_headers(headers)
-            .with_body(body),
-    )
+    let mut snap = RequestSnapshot::new(method, url)
+        .with_headers(headers)
+        .with_body(body);
+    snap.header_case = header_case;
+    Some(snap)
 }

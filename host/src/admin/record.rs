@@ -504,14 +504,20 @@ fn response_def(spec: &Spec, e: &ServeEvent, stub: &Value, id: &str) -> (Value, 
         }
     }
     let mut headers = Map::new();
+    let case = e.response_case();
     for (name, value) in e.response_headers().iter() {
         if NOT_RECORDED.contains(&name.as_str()) {
             continue;
         }
         let v = json!(String::from_utf8_lossy(value.as_bytes()));
-        match headers.get_mut(name.as_str()) {
+        // As the real service spelled it, when that is known.
+        let name = match &case {
+            Some(case) => case.name(name.as_str()),
+            None => name.as_str(),
+        };
+        match headers.get_mut(name) {
             None => {
-                headers.insert(name.as_str().to_owned(), v);
+                headers.insert(name.to_owned(), v);
             }
             Some(Value::Array(list)) => list.push(v),
             Some(existing) => {

@@ -9,13 +9,16 @@
 //! Requests under `/__admin` go to the [`Admin`] API instead (unless it was moved to
 //! its own port). Every stubbed request is counted in [`Metrics`] and, unless the
 //! journal is off, recorded in the [`Journal`]; both cost a few atomic operations and
-//! one short lock, measured in `docs/performance.md`. A stub's webhooks are handed to
+//! one short lock, measured in `docs/performance.md`. While the journal is on, HTTP/1
+//! connections are read through [`heads::HeadIo`], which notes how header names were
+//! spelled for the journal to show. A stub's webhooks are handed to
 //! [`crate::webhooks`] with the request, and wait until hyper is done with the body.
 
 pub mod body;
 pub mod conns;
 pub mod cors;
 pub mod fault;
+pub mod heads;
 pub mod jks;
 pub mod proxy;
 pub mod recorder;
@@ -46,6 +49,7 @@ use decoy_core::engine::{Engine, Outcome};
 use decoy_core::journal::{Journal, ServeEvent};
 use decoy_core::metrics::Metrics;
 use decoy_core::webhooks::{Fired, WebhookSink};
+use decoy_spec::header_case::HeaderCase;
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::plan::text_plan;
 use decoy_spec::request::RequestSnapshot;
@@ -139,6 +143,9 @@ struct Conn {
     fault: Arc<FaultSlot>,
     /// Traffic and requests in flight, for the idle timeout.
     activity: Arc<conns::Activity>,
+    /// How the HTTP/1 request heads spelled their header names (`None`: not read,
+    /// when the journal is off or the connection speaks HTTP/2).
+    heads: Option<Arc<heads::RequestHeads>>,
 }
 
 /// Accepts connections on `listener` until `shutdown` turns true, then lets open
@@ -202,16 +209,19 @@ pub async fn serve(
             local_port,
             fault,
             activity: activity.clone(),
+            heads: None,
         };
         let builder = builder.clone();
         match &acceptor {
             None => {
                 let fault = Arc::new(FaultSlot::default());
-                let io = TokioIo::new(conns::Tracked::new(
-                    FaultIo::new(stream, fault.clone()),
-                    activity.clone(),
+                let mut conn = conn("http", fault.clone());
+                conn.heads = services.journal.enabled().then(Arc::default);
+                let io = TokioIo::new(heads::HeadIo::new(
+                    conns::Tracked::new(FaultIo::new(stream, fault), activity.clone()),
+                    conn.heads.clone(),
                 ));
-                let conn = Arc::new(conn("http", fault));
+                let conn = Arc::new(conn);
                 let served = builder.serve_connection(io, service(conn)).into_owned();
                 let watched = graceful.watch(served);
                 tokio::spawn(async move {
@@ -228,7 +238,7 @@ pub async fn serve(
             }
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
-                let conn = conn("https", Arc::new(FaultSlot::default()));
+                let mut conn = conn("https", Arc::new(FaultSlot::default()));
                 let graceful_watch = graceful.watcher();
                 tokio::spawn(async move {
                     let _slot = slot;
@@ -245,9 +255,16 @@ pub async fn serve(
                         }
                         Err(_) => return,
                     };
-                    let io = TokioIo::new(conns::Tracked::new(
-                        FaultIo::new(tls, conn.fault.clone()),
-                        activity.clone(),
+                    // Names are lower case on an HTTP/2 connection: nothing to read.
+                    let scan = conn.services.journal.enabled()
+                        && tls.get_ref().1.alpn_protocol() != Some(b"h2");
+                    conn.heads = scan.then(Arc::default);
+                    let io = TokioIo::new(heads::HeadIo::new(
+                        conns::Tracked::new(
+                            FaultIo::new(tls, conn.fault.clone()),
+                            activity.clone(),
+                        ),
+                        conn.heads.clone(),
                     ));
                     let served = builder
                         .serve_connection(io, service(Arc::new(conn)))
@@ -295,6 +312,14 @@ fn service(
 async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let services = &conn.services;
     let version = req.version();
+    // Claimed first: every HTTP/1 request on the connection claims its head, in order.
+    let header_case = match (version, &conn.heads) {
+        (Version::HTTP_10 | Version::HTTP_11, Some(heads)) => {
+            heads.claim(req.method().as_str(), origin_target_len(req.uri()))
+        }
+        (Version::HTTP_10 | Version::HTTP_11, None) => HeaderCase::jetty(),
+        _ => HeaderCase::as_sent(),
+    };
     let (parts, incoming) = req.into_parts();
     let too_big = || {
         render(
@@ -382,6 +407,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     snap.scheme = conn.scheme;
     snap.client_addr = Some(conn.peer);
     snap.authority = parts.uri.authority().map(|a| a.as_str().to_owned());
+    snap.header_case = header_case;
     let snap = snap.with_headers(parts.headers).with_body(body);
 
     let outcome = services.engine.respond_async(&snap).await;
@@ -414,12 +440,14 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     transport.count(!unmatched);
 
     let proxied = plan.proxy.is_some();
+    let mut upstream_case = None;
     if let Some(spec) = plan.proxy.take() {
         match services.proxy.forward(&spec, &snap).await {
             Ok(up) => {
                 plan.status = up.status;
                 plan.headers = Arc::from(up.headers);
                 plan.body = up.body;
+                upstream_case = up.header_case;
             }
             Err(proxy::ProxyError::Failed(message)) => {
                 tracing::warn!("{message}");
@@ -444,7 +472,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         }
     }
     if proxied && let Some(recorder) = &services.recorder {
-        recorder.record(&snap, &plan);
+        recorder.record(&snap, &plan, upstream_case.as_ref());
     }
     if let Some(origin) = cors_origin {
         cors::decorate(&mut plan, origin, mapping.is_some());
@@ -477,6 +505,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             proxied,
             status: plan.status,
             response_headers: Some(plan.headers.clone()),
+            response_header_case: upstream_case,
             response_body: Some(plan.body.clone()),
             added_delay: plan.delay,
             process_time,
@@ -522,6 +551,15 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         }
         None => resp,
     }
+}
+
+/// The length of an origin-form request target (`/path?query`, `*`) as received;
+/// `None` for the absolute and authority forms, which hyper's `Uri` may respell.
+fn origin_target_len(uri: &http::Uri) -> Option<usize> {
+    if uri.scheme().is_some() || uri.authority().is_some() {
+        return None;
+    }
+    uri.path_and_query().map(|p| p.as_str().len())
 }
 
 fn protocol_name(v: Version) -> &'static str {

@@ -14,8 +14,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use super::heads::{CaseConnector, UpstreamCase};
 use super::targets::{CheckedResolver, ProxyTargets};
 use super::via::{ProxyVia, ViaConnector};
+use decoy_spec::header_case::HeaderCase;
 use decoy_spec::plan::ProxySpec;
 use decoy_spec::request::RequestSnapshot;
 
@@ -38,10 +40,12 @@ pub enum ProxyError {
 pub struct Upstream {
     pub status: u16,
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// How the service spelled the header names (`None`: not known, as over HTTP/2).
+    pub header_case: Option<HeaderCase>,
     pub body: Bytes,
 }
 
-type Inner = Client<hyper_rustls::HttpsConnector<ViaConnector>, Full<Bytes>>;
+type Inner = Client<CaseConnector<hyper_rustls::HttpsConnector<ViaConnector>>, Full<Bytes>>;
 
 /// The client is built on first use: loading the system's CA certificates takes
 /// tens of milliseconds, which a server without proxy stubs should not pay at start.
@@ -81,7 +85,7 @@ fn build_client(via: Option<Arc<ProxyVia>>, targets: Arc<ProxyTargets>) -> Inner
         .wrap_connector(tcp);
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
-        .build(connector)
+        .build(CaseConnector { inner: connector })
 }
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) are for one connection only, and `host` is
@@ -190,6 +194,10 @@ impl ProxyClient {
                     }
                 })?;
             let status = resp.status().as_u16();
+            let header_case = resp
+                .extensions()
+                .get::<UpstreamCase>()
+                .and_then(|heads| heads.0.take(status));
             let headers: Vec<(HeaderName, HeaderValue)> = resp
                 .headers()
                 .iter()
@@ -205,6 +213,7 @@ impl ProxyClient {
             Ok(Upstream {
                 status,
                 headers,
+                header_case,
                 body,
             })
         };

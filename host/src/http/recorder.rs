@@ -4,9 +4,9 @@
 //! in the shape WireMock 3.13.2 writes them (checked against the jar): the request's
 //! `url` and `method`, the `--match-headers` the request carried as `equalTo`, its
 //! body as `equalToJson` (ignoring array order and extra elements) or `equalTo`; the
-//! answer's status, headers (less `Content-Length` and `Content-Encoding`) and
-//! `bodyFileName`. A request already recorded (same method, URL, matched headers and
-//! body) is not recorded again.
+//! answer's status, headers (less `Content-Length` and `Content-Encoding`, their names
+//! spelled as the service sent them) and `bodyFileName`. A request already recorded
+//! (same method, URL, matched headers and body) is not recorded again.
 //!
 //! Files are written on a blocking thread, off the request's path. With hot reload on,
 //! the watcher loads each new mapping, so a repeat of a recorded request is answered
@@ -21,6 +21,7 @@ use rand::Rng as _;
 use serde_json::{Map, Value, json};
 
 use decoy_core::paths;
+use decoy_spec::header_case::HeaderCase;
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::request::RequestSnapshot;
 
@@ -44,7 +45,8 @@ impl Recorder {
     }
 
     /// Records one proxied exchange unless the same request was recorded before.
-    pub fn record(&self, req: &RequestSnapshot, plan: &ResponsePlan) {
+    /// `case` is how the service spelled the answer's header names, when known.
+    pub fn record(&self, req: &RequestSnapshot, plan: &ResponsePlan, case: Option<&HeaderCase>) {
         let request = self.request_pattern(req);
         let key = request.to_string();
         {
@@ -75,7 +77,12 @@ impl Recorder {
                 continue;
             }
             let value = Value::String(String::from_utf8_lossy(value.as_bytes()).into_owned());
-            let name = title_case(name.as_str());
+            // As the service spelled it; when that is not known, capitalised, the
+            // spelling almost every service uses.
+            let name = match case {
+                Some(case) => case.name(name.as_str()).to_owned(),
+                None => title_case(name.as_str()),
+            };
             match headers.get_mut(&name) {
                 Some(Value::Array(a)) => a.push(value),
                 Some(one) => *one = Value::Array(vec![one.take(), value]),
@@ -218,8 +225,7 @@ fn extension(content_type: &str, path: &str) -> String {
     }
 }
 
-/// `content-type` → `Content-Type`: hyper keeps header names lower case; WireMock's
-/// files carry them as the service sent them, which is almost always this.
+/// `content-type` → `Content-Type`: the guess for a name whose spelling is not known.
 fn title_case(name: &str) -> String {
     decoy_spec::request::title_case_header(name)
 }

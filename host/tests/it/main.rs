@@ -19,6 +19,7 @@ mod fixtures;
 mod fuzz_requests;
 mod hardening_matching;
 mod hardening_server;
+mod header_case;
 #[cfg(feature = "ibmmq")]
 mod ibmmq_live;
 mod lifecycle;

@@ -23,6 +23,7 @@
 //! and counting add the other instances' entries, and clearing or removing reaches
 //! them too.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -32,6 +33,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::mapping::Mapping;
 use crate::shared::{self, JournalPeers};
+use decoy_spec::header_case::HeaderCase;
 use decoy_spec::request::RequestSnapshot;
 
 pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
@@ -86,6 +88,9 @@ pub struct ServeEvent {
     /// memory that has long left the CPU's caches (two cache misses per request
     /// fewer, measured in docs/performance.md).
     pub response_headers: Option<Arc<[(HeaderName, HeaderValue)]>>,
+    /// How the real service spelled the answer's header names, for a proxied answer
+    /// read over HTTP/1 (`None`: not known, the names show as they are held).
+    pub response_header_case: Option<HeaderCase>,
     pub response_body: Option<Bytes>,
     pub added_delay: Duration,
     /// Request read to response handed to the transport, without the added delay.
@@ -107,6 +112,18 @@ impl ServeEvent {
             (Some(h), _) => h,
             (None, Some(m)) => &m.served_headers,
             (None, None) => &[],
+        }
+    }
+
+    /// How the answer's header names are spelled: as the real service sent them (a
+    /// proxied answer read over HTTP/1), else as the stub writes them (read from its
+    /// JSON: for the admin API, not for serving); `None`: as the header list holds
+    /// them (lower case).
+    pub fn response_case(&self) -> Option<Cow<'_, HeaderCase>> {
+        match (&self.response_header_case, &self.mapping) {
+            (Some(case), _) => Some(Cow::Borrowed(case)),
+            (None, Some(m)) if !self.proxied => Some(Cow::Owned(m.header_case())),
+            _ => None,
         }
     }
 
@@ -510,6 +527,7 @@ mod tests {
             proxied: false,
             status: 404,
             response_headers: None,
+            response_header_case: None,
             response_body: None,
             added_delay: Duration::ZERO,
             process_time: Duration::ZERO,

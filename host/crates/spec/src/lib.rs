@@ -5,6 +5,8 @@
 //!   builds once and every matcher, plugin and journal entry reads.
 //! - [`plan`]: the transport-neutral [`ResponsePlan`](plan::ResponsePlan) and the
 //!   delay, dribble and fault vocabulary.
+//! - [`header_case`]: the [`HeaderCase`](header_case::HeaderCase) that keeps how a
+//!   message's header names were spelled, for reports and recorded files.
 //! - [`fields`]: reading a JSON mapping with a path to every field, and the
 //!   [`FieldError`](fields::FieldError) that names it.
 //!
@@ -12,5 +14,6 @@
 //! shared with the `response-template` plugin). Everything else may depend on it.
 
 pub mod fields;
+pub mod header_case;
 pub mod plan;
 pub mod request;

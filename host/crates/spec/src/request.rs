@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use http::HeaderMap;
 
+use crate::header_case::HeaderCase;
+
 /// One received request, owned, transport-neutral.
 #[derive(Debug)]
 pub struct RequestSnapshot {
@@ -27,6 +29,9 @@ pub struct RequestSnapshot {
     /// [`RequestSnapshot::host_port`] reads the `Host` header instead, so HTTP/1
     /// requests pay nothing for it unless a mapping asks.
     pub authority: Option<String>,
+    /// Names are lower case here; this says how they were spelled, for the journal
+    /// (matching never reads it: header names match ignoring case).
+    pub header_case: HeaderCase,
     pub headers: HeaderMap,
     pub body: Bytes,
     pub client_addr: Option<SocketAddr>,
@@ -53,6 +58,7 @@ impl RequestSnapshot {
             path_len,
             scheme: "http",
             authority: None,
+            header_case: HeaderCase::as_sent(),
             headers: HeaderMap::new(),
             body: Bytes::new(),
             client_addr: None,
@@ -105,6 +111,7 @@ impl RequestSnapshot {
             .with_body(body);
         out.scheme = self.scheme;
         out.authority = self.authority;
+        out.header_case = self.header_case;
         out.client_addr = self.client_addr;
         out
     }
@@ -235,8 +242,8 @@ fn parse_multipart(body: &[u8], boundary: &str) -> Vec<Part> {
         .collect()
 }
 
-/// `content-type` -> `Content-Type`: HTTP header names are kept lower case here, and
-/// WireMock's reports and recorded files show them capitalised word by word.
+/// `content-type` -> `Content-Type`, word by word: how a name is shown where its
+/// spelling is not known (diff reports; `--record-mappings` over HTTP/2).
 pub fn title_case_header(name: &str) -> String {
     name.split('-')
         .map(|w| {

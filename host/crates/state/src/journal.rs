@@ -23,6 +23,7 @@ use bytes::Bytes;
 use decoy_core::journal::ServeEvent;
 use decoy_core::mapping::Mapping;
 use decoy_core::shared::{JournalPeers, Unavailable};
+use decoy_spec::header_case::HeaderCase;
 use decoy_spec::request::RequestSnapshot;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
@@ -228,14 +229,23 @@ pub fn encode(e: &ServeEvent) -> Value {
         "scheme": r.scheme,
         "authority": r.authority,
         "client": r.client_addr.map(|a| a.to_string()),
-        "headers": headers_json(r.headers.iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))),
+        // Names as the admin API shows them; read back, they are noted as sent.
+        "headers": headers_json(r.headers.iter().map(|(n, v)| (r.header_case.name(n.as_str()).to_owned(), v.as_bytes().to_vec()))),
         "body": B64.encode(&r.body),
         "protocol": e.protocol,
         "port": e.local_port,
         "mapping": e.mapping.as_ref().map(|m| m.id.to_string()),
         "proxied": e.proxied,
         "status": e.status,
-        "responseHeaders": headers_json(e.response_headers().iter().map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))),
+        "responseHeaders": headers_json(e.response_headers().iter().map(|(n, v)| {
+            let name = match &e.response_header_case {
+                Some(case) => case.name(n.as_str()),
+                None => n.as_str(),
+            };
+            (name.to_owned(), v.as_bytes().to_vec())
+        })),
+        // A stub's own spelling is read from the stub where the entry is read back.
+        "responseCaseKnown": e.response_header_case.is_some(),
         "responseBody": B64.encode(e.response_body()),
         "delayMicros": e.added_delay.as_micros() as u64,
         "processMicros": e.process_time.as_micros() as u64,
@@ -244,21 +254,29 @@ pub fn encode(e: &ServeEvent) -> Value {
     })
 }
 
-fn header_pairs(v: Option<&Value>) -> Vec<(HeaderName, HeaderValue)> {
-    v.and_then(Value::as_array)
+/// The pairs of [`headers_json`], and their names' spellings noted as sent.
+fn header_pairs(v: Option<&Value>) -> (Vec<(HeaderName, HeaderValue)>, HeaderCase) {
+    let mut case = HeaderCase::as_sent();
+    let pairs = v
+        .and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(|pair| {
                     let name = pair.get(0)?.as_str()?;
                     let value = pair.get(1)?.as_str()?;
-                    Some((
+                    let pair = (
                         HeaderName::from_bytes(name.as_bytes()).ok()?,
                         HeaderValue::from_bytes(value.as_bytes()).ok()?,
-                    ))
+                    );
+                    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+                        case.note(name);
+                    }
+                    Some(pair)
                 })
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    (pairs, case)
 }
 
 /// An entry read back; `mapping` resolves a stub id.
@@ -267,12 +285,19 @@ pub fn decode(v: &Value, mapping: impl Fn(&str) -> Option<Arc<Mapping>>) -> Opti
     let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
     let bytes = |k: &str| Bytes::from(B64.decode(s(k).unwrap_or("")).unwrap_or_default());
     let mut headers = HeaderMap::new();
-    for (name, value) in header_pairs(v.get("headers")) {
+    let (pairs, header_case) = header_pairs(v.get("headers"));
+    for (name, value) in pairs {
         headers.append(name, value);
     }
     let mut request = RequestSnapshot::new(s("method")?, s("url")?)
         .with_headers(headers)
         .with_body(bytes("body"));
+    request.header_case = header_case;
+    let (response_headers, response_case) = header_pairs(v.get("responseHeaders"));
+    let response_case_known = v
+        .get("responseCaseKnown")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     request.scheme = if s("scheme") == Some("https") {
         "https"
     } else {
@@ -293,7 +318,8 @@ pub fn decode(v: &Value, mapping: impl Fn(&str) -> Option<Arc<Mapping>>) -> Opti
         mapping: s("mapping").and_then(mapping),
         proxied: v.get("proxied").and_then(Value::as_bool).unwrap_or(false),
         status: n("status") as u16,
-        response_headers: Some(Arc::from(header_pairs(v.get("responseHeaders")))),
+        response_headers: Some(Arc::from(response_headers)),
+        response_header_case: response_case_known.then_some(response_case),
         response_body: Some(bytes("responseBody")),
         added_delay: Duration::from_micros(n("delayMicros")),
         process_time: Duration::from_micros(n("processMicros")),
@@ -321,6 +347,10 @@ mod tests {
             .with_headers(headers)
             .with_body("hello");
         request.client_addr = "127.0.0.1:5000".parse().ok();
+        request.header_case = HeaderCase::jetty();
+        request.header_case.note("X-A");
+        let mut upstream_case = HeaderCase::as_sent();
+        upstream_case.note("CONTENT-type");
         let e = ServeEvent {
             id: uuid::Uuid::new_v4(),
             logged_at: SystemTime::now(),
@@ -334,6 +364,7 @@ mod tests {
                 HeaderName::from_static("content-type"),
                 HeaderValue::from_static("text/plain"),
             )])),
+            response_header_case: Some(upstream_case),
             response_body: Some(Bytes::from_static(b"ok")),
             request_body_size: None,
             response_body_size: None,
@@ -350,6 +381,13 @@ mod tests {
             Some(&b"1"[..])
         );
         assert_eq!(back.request.client_addr, e.request.client_addr);
+        assert_eq!(back.request.header_case.name("x-a"), "X-A");
+        assert_eq!(
+            back.response_header_case
+                .as_ref()
+                .map(|c| c.name("content-type")),
+            Some("CONTENT-type")
+        );
         assert_eq!(back.protocol, "HTTP/2.0");
         assert_eq!(
             (back.status, back.proxied, back.local_port),

@@ -21,6 +21,7 @@ use decoy_spec::fields::{
     FieldError, FieldResult, as_array, as_f64, as_i64, as_object, as_str, as_u64, join, kind,
     warn_unknown,
 };
+use decoy_spec::header_case::HeaderCase;
 use decoy_spec::plan::{ChunkedDribble, DelayDistribution, Fault, ProxySpec};
 
 /// WireMock's default priority.
@@ -44,6 +45,33 @@ pub struct Mapping {
     pub served_headers: Arc<[(HeaderName, HeaderValue)]>,
     /// `serveEventListeners` (and `postServeActions`) naming WireMock's `webhook`.
     pub webhooks: Option<crate::webhooks::Webhooks>,
+}
+
+impl Mapping {
+    /// How the stub's answer spells its header names: as `response.headers` writes
+    /// them, and WireMock's `Matched-Stub-Id` / `Matched-Stub-Name`. Read from the
+    /// written JSON for the admin API (kept out of the mapping: 10,000 stubs stay small).
+    pub fn header_case(&self) -> HeaderCase {
+        let written: Value = serde_json::from_str(&self.json).unwrap_or(Value::Null);
+        written_header_case(&written)
+    }
+}
+
+/// [`Mapping::header_case`] of a stub's written JSON.
+pub fn written_header_case(stub: &Value) -> HeaderCase {
+    let mut case = HeaderCase::as_sent();
+    let written = stub
+        .get("response")
+        .and_then(|r| r.get("headers"))
+        .and_then(Value::as_object);
+    for name in written.into_iter().flat_map(|h| h.keys()) {
+        if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            case.note(name);
+        }
+    }
+    case.note("Matched-Stub-Id");
+    case.note("Matched-Stub-Name");
+    case
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,6 +268,7 @@ impl Mapping {
                     }
                 }
                 share_one_buffer(&mut served, &mut response.body);
+
                 if let Some(c) = &request.custom {
                     c.bind(&id, name.as_deref());
                 }
