@@ -8,31 +8,13 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use crate::common::{get, send};
+use crate::common::{admin, get, send};
 use decoy::server::start;
 use decoy_core::filenames::FilenameMaker;
 use serde_json::{Value, json};
 
-async fn admin(addr: SocketAddr, method: &str, path: &str, body: Value) -> (u16, Value) {
-    let text = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    let a = send(addr, method, &format!("/__admin{path}"), &[], &text).await;
-    (
-        a.status,
-        serde_json::from_str(&a.body).unwrap_or(Value::Null),
-    )
-}
-
 fn names(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::common::file_names(dir)
 }
 
 /// The stubs WireMock saved: with and without a name, a URL with a query, a

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{Answer, get, send};
+use crate::common::{Answer, admin, get, send};
 use decoy::server::{ServeOptions, start};
 use serde_json::{Value, json};
 
@@ -42,17 +42,6 @@ fn write_via_rename(root: &Path, rel: &str, text: &str) {
     let tmp = p.with_extension("json.tmp~");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(tmp, p).unwrap();
-}
-
-async fn admin(addr: SocketAddr, method: &str, path: &str, body: Value) -> (u16, Value) {
-    let text = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    let a = send(addr, method, &format!("/__admin{path}"), &[], &text).await;
-    let v = serde_json::from_str(&a.body).unwrap_or(Value::Null);
-    (a.status, v)
 }
 
 #[tokio::test]

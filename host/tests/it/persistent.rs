@@ -11,30 +11,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{get, send};
+use crate::common::{admin, get, send};
 use serde_json::{Value, json};
-
-async fn admin(addr: SocketAddr, method: &str, path: &str, body: Value) -> (u16, Value) {
-    let text = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    let a = send(addr, method, &format!("/__admin{path}"), &[], &text).await;
-    (
-        a.status,
-        serde_json::from_str(&a.body).unwrap_or(Value::Null),
-    )
-}
 
 /// The file names in `mappings/` (none when it does not exist).
 fn files(root: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(root.join("mappings"))
-        .map(|d| {
-            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::common::file_names(&root.join("mappings"))
 }
 
 fn set(names: &[&str]) -> BTreeSet<String> {

@@ -113,3 +113,31 @@ pub async fn send_with(
         body: String::from_utf8_lossy(&body).into_owned(),
     }
 }
+
+/// An admin API call with a JSON body (none for `Value::Null`): the status and the
+/// answer as JSON (`Null` when it is not JSON).
+pub async fn admin(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let text = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let a = send(addr, method, &format!("/__admin{path}"), &[], &text).await;
+    let v = serde_json::from_str(&a.body).unwrap_or(serde_json::Value::Null);
+    (a.status, v)
+}
+
+/// The names of the files in `dir` (none when it does not exist).
+pub fn file_names(dir: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
