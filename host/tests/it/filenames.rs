@@ -5,10 +5,9 @@
 //! The expected names were read from a WireMock 3.13.2 root after the same calls.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::path::Path;
 
-use crate::common::{admin, get, send};
+use crate::common::{admin, get};
 use decoy::server::start;
 use decoy_core::filenames::FilenameMaker;
 use serde_json::{Value, json};

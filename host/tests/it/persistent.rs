@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{admin, get, send};
+use crate::common::{admin, get};
 use serde_json::{Value, json};
 
 /// The file names in `mappings/` (none when it does not exist).
