@@ -405,8 +405,10 @@ async fn receive_loop(
                 Ok(Some(d)) => d,
                 Ok(None) => return,
                 Err(e) => {
+                    // The consumer is lost, not a message: what was delivered and
+                    // not yet acknowledged goes back to the queue (at-least-once).
                     tracing::warn!(
-                        "lost {} on {}: {e}; reconnecting",
+                        "stopped receiving from {} on {}: {e}; reconnecting (unacknowledged messages stay on the queue)",
                         q.queue,
                         broker.describe()
                     );
