@@ -264,7 +264,8 @@ def main():
     a = ap.parse_args()
 
     if not a.no_build:
-        subprocess.run(["cargo", "build", "--release", "-p", "decoy", "--bins", "--example", "mq-load"],
+        subprocess.run(["cargo", "build", "--release", "-p", "decoy", "--bins", "--features", "bench",
+                        "--example", "mq-load"],
                        cwd=REPO, check=True)
     try:
         subprocess.run(["rabbitmqctl", "-q", "status"], capture_output=True, check=True, timeout=60)

@@ -2,11 +2,11 @@
 //! with. Used by `bench/mq.py`; not part of decoy.
 //!
 //! ```sh
-//! cargo run --release --example mq-load -- setup     --prefix bench --queues 20
-//! cargo run --release --example mq-load -- respond   --prefix bench --queues 20 [--delay-ms 100]
-//! cargo run --release --example mq-load -- drive     --prefix bench --queues 20 --seconds 10 --size 490
-//! cargo run --release --example mq-load -- teardown  --prefix bench --queues 20
-//! cargo run --release --example mq-load -- soak      --prefix soak --queues 2 --seconds 1800 --rate 50
+//! cargo run --release --features bench --example mq-load -- setup     --prefix bench --queues 20
+//! cargo run --release --features bench --example mq-load -- respond   --prefix bench --queues 20 [--delay-ms 100]
+//! cargo run --release --features bench --example mq-load -- drive     --prefix bench --queues 20 --seconds 10 --size 490
+//! cargo run --release --features bench --example mq-load -- teardown  --prefix bench --queues 20
+//! cargo run --release --features bench --example mq-load -- soak      --prefix soak --queues 2 --seconds 1800 --rate 50
 //! ```
 //!
 //! `soak` (for `bench/soak.py`) sends `--rate` persistent requests a second for

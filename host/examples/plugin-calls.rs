@@ -2,7 +2,7 @@
 //! transformer on a warm, reused instance and on a fresh instance per call, and the
 //! bundled response-template rendering a small template.
 //!
-//! `cargo run --release --example plugin-calls -- PLUGINS_DIR` where PLUGINS_DIR holds
+//! `cargo run --release --features bench --example plugin-calls -- PLUGINS_DIR` where PLUGINS_DIR holds
 //! `trivial.wasm` (tests/plugins/hostile built for wasm32-wasip2; its `noop` mode).
 //! Prints one JSON object: microseconds per call, medians of 5 rounds.
 
