@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use decoy_matching::custom::{CustomMatch, CustomMatchers, MatchFailure, MissingMatcher};
 use decoy_plugin_host::{Plugin, PluginFailure, PluginRequest, Plugins, wit};
-use decoy_spec::fields::{FieldError, FieldResult, as_object, as_str, join};
+use decoy_spec::fields::{FieldError, FieldResult, Fields, as_object, as_str, join};
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::request::RequestSnapshot;
 use http::{HeaderName, HeaderValue};
@@ -72,11 +72,11 @@ impl CustomMatcher {
         }
         let name_path = join(path, "name");
         let name = as_str(
-            obj.get("name")
+            obj.field("name")
                 .ok_or_else(|| FieldError::new(&name_path, "missing: the plugin's name"))?,
             &name_path,
         )?;
-        let parameters = parameters_json(obj.get("parameters"), &join(path, "parameters"))?;
+        let parameters = parameters_json(obj.field("parameters"), &join(path, "parameters"))?;
         if !plugins.exists(name) {
             return Ok(Resolved::Missing(name.to_owned()));
         }
@@ -183,7 +183,7 @@ impl Transformers {
                 "--global-response-templating".into(),
             ));
         }
-        match obj.get("transformers") {
+        match obj.field("transformers") {
             None | Some(Value::Null) => {}
             Some(Value::Array(items)) => {
                 for (i, item) in items.iter().enumerate() {
@@ -203,7 +203,7 @@ impl Transformers {
             )),
         }
         let parameters = parameters_json(
-            obj.get("transformerParameters"),
+            obj.field("transformerParameters"),
             "response.transformerParameters",
         )
         .map_err(|e| errors.push(e))

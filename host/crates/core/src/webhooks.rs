@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use base64::Engine as _;
 use bytes::Bytes;
 use decoy_plugin_host::{Plugin, PluginRequest, Plugins, wit};
-use decoy_spec::fields::{FieldError, index, join, kind};
+use decoy_spec::fields::{FieldError, Fields, index, join, kind};
 use decoy_spec::plan::DelayDistribution;
 use serde_json::{Map, Value};
 
@@ -120,7 +120,7 @@ pub fn parse(
             }
         }
     };
-    match obj.get("serveEventListeners") {
+    match obj.field("serveEventListeners") {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => listeners("serveEventListeners", items, warnings),
         Some(other) => warnings.push(FieldError::new(
@@ -131,7 +131,7 @@ pub fn parse(
             ),
         )),
     }
-    match obj.get("postServeActions") {
+    match obj.field("postServeActions") {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => listeners("postServeActions", items, warnings),
         // WireMock 2's form: `{"webhook": {...parameters}}`.
@@ -192,7 +192,7 @@ fn parse_listener(
             ));
         }
     }
-    match o.get("name") {
+    match o.field("name") {
         None | Some(Value::Null) => {
             warnings.push(FieldError::new(
                 join(at, "name"),
@@ -201,7 +201,7 @@ fn parse_listener(
             Ok(None)
         }
         Some(Value::String(n)) if n == NAME => {
-            let params = o.get("parameters").unwrap_or(&Value::Null);
+            let params = o.field("parameters").unwrap_or(&Value::Null);
             webhook_from(params, &join(at, "parameters"), plugins, warnings).map(Some)
         }
         Some(Value::String(n)) => {
@@ -235,32 +235,32 @@ fn webhook_from(
         }
     };
     let mut broken: Vec<FieldError> = Vec::new();
-    let mut text = |key: &str, default: Option<&str>, broken: &mut Vec<FieldError>| match p.get(key)
-    {
-        None | Some(Value::Null) => default.map(str::to_owned),
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            let path = join(at, key);
-            match default {
-                // WireMock reads a field that has a default as absent when it is not text.
-                Some(d) => warnings.push(FieldError::new(
-                    path,
-                    format!(
-                        "expected a string, found {}: WireMock uses {d:?} instead",
-                        kind(other)
-                    ),
-                )),
-                None => broken.push(FieldError::new(
-                    path,
-                    format!("expected a string, found {}", kind(other)),
-                )),
+    let mut text =
+        |key: &str, default: Option<&str>, broken: &mut Vec<FieldError>| match p.field(key) {
+            None | Some(Value::Null) => default.map(str::to_owned),
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                let path = join(at, key);
+                match default {
+                    // WireMock reads a field that has a default as absent when it is not text.
+                    Some(d) => warnings.push(FieldError::new(
+                        path,
+                        format!(
+                            "expected a string, found {}: WireMock uses {d:?} instead",
+                            kind(other)
+                        ),
+                    )),
+                    None => broken.push(FieldError::new(
+                        path,
+                        format!("expected a string, found {}", kind(other)),
+                    )),
+                }
+                default.map(str::to_owned)
             }
-            default.map(str::to_owned)
-        }
-    };
+        };
     let method = text("method", Some("GET"), &mut broken).unwrap_or_default();
     let url = text("url", None, &mut broken);
-    if url.is_none() && p.get("url").is_none_or(Value::is_null) {
+    if url.is_none() && p.field("url").is_none_or(Value::is_null) {
         broken.push(FieldError::new(join(at, "url"), "missing"));
     }
     let url = url.unwrap_or_default();
@@ -271,7 +271,7 @@ fn webhook_from(
         broken.push(FieldError::new(join(at, "url"), reason));
     }
     let mut headers = Vec::new();
-    match p.get("headers") {
+    match p.field("headers") {
         None | Some(Value::Null) => {}
         Some(Value::Object(h)) => {
             for (name, value) in h {
@@ -298,9 +298,9 @@ fn webhook_from(
         )),
     }
     // `body` wins over `base64Body`, as in WireMock; a `body` that is not text is none.
-    let body = match p.get("body") {
+    let body = match p.field("body") {
         Some(Value::String(s)) => Some(WebhookBody::Text(s.clone())),
-        Some(Value::Null) | None => match p.get("base64Body") {
+        Some(Value::Null) | None => match p.field("base64Body") {
             Some(Value::String(b)) => {
                 match base64::engine::general_purpose::STANDARD.decode(b.trim()) {
                     Ok(bytes) => Some(WebhookBody::Binary(Bytes::from(bytes))),
@@ -336,7 +336,7 @@ fn webhook_from(
             None
         }
     };
-    let delay = match p.get("delay") {
+    let delay = match p.field("delay") {
         None | Some(Value::Null) => None,
         Some(d @ Value::Object(_)) => {
             match crate::mapping::parse_distribution(d, &join(at, "delay")) {

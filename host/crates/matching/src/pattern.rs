@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use super::limits::{Budget, JSONPATH_NODE_BUDGET};
 use super::{date::DateTimePattern, json::JsonEquality, xml};
 use decoy_spec::fields::{
-    FieldError, FieldResult, as_array, as_bool, as_object, as_str, join, kind, suggest,
+    FieldError, FieldResult, Fields, as_array, as_bool, as_object, as_str, join, kind, suggest,
 };
 
 /// What a pattern is evaluated against.
@@ -518,7 +518,7 @@ fn scalar_text(v: &Value, path: &str) -> FieldResult<String> {
 }
 
 fn flag(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<bool> {
-    obj.get(key)
+    obj.field(key)
         .map(|v| as_bool(v, &join(path, key)))
         .transpose()
         .map(|b| b.unwrap_or(false))
@@ -534,7 +534,7 @@ fn expression_and_sub(
     match v {
         Value::String(s) => Ok((s.clone(), None)),
         Value::Object(obj) => {
-            let expr = obj.get("expression").ok_or_else(|| {
+            let expr = obj.field("expression").ok_or_else(|| {
                 FieldError::new(path, "an object form needs \"expression\" and one operator")
             })?;
             let expression = as_str(expr, &join(path, "expression"))?.to_owned();
@@ -853,7 +853,7 @@ fn parse_xpath(
     vpath: &str,
     path: &str,
 ) -> FieldResult<StringPattern> {
-    let namespaces = match obj.get("xPathNamespaces") {
+    let namespaces = match obj.field("xPathNamespaces") {
         Some(ns) => {
             let nspath = join(path, "xPathNamespaces");
             as_object(ns, &nspath)?

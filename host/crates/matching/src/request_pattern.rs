@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::custom::{CustomMatch, CustomMatchers, MatchFailure};
 use super::pattern::{Actual, StringPattern};
 use decoy_spec::fields::{
-    FieldError, FieldResult, as_array, as_object, as_str, as_u64, join, warn_unknown,
+    FieldError, FieldResult, Fields, as_array, as_object, as_str, as_u64, join, warn_unknown,
 };
 use decoy_spec::request::RequestSnapshot;
 
@@ -154,7 +154,7 @@ impl MultiValuePattern {
     fn parse(v: &Value, path: &str) -> FieldResult<Self> {
         let obj = as_object(v, path)?;
         for (key, ctor) in [("hasExactly", true), ("includes", false)] {
-            if let Some(list) = obj.get(key) {
+            if let Some(list) = obj.field(key) {
                 let lpath = join(path, key);
                 let items = as_array(list, &lpath)?
                     .iter()
@@ -314,7 +314,7 @@ impl RequestPattern {
         custom: Option<&dyn CustomMatchers>,
     ) -> FieldResult<Self> {
         let obj = as_object(v, path)?;
-        let custom = match (obj.get("customMatcher"), custom) {
+        let custom = match (obj.field("customMatcher"), custom) {
             (None, _) => None,
             (Some(_), None) => {
                 return Err(FieldError::new(
@@ -328,7 +328,7 @@ impl RequestPattern {
         };
         warn_unknown(obj, path, REQUEST_FIELDS, &[], warnings);
 
-        let method = match obj.get("method") {
+        let method = match obj.field("method") {
             None => None,
             Some(m) => {
                 let m = as_str(m, &join(path, "method"))?
@@ -348,7 +348,7 @@ impl RequestPattern {
             }
         };
 
-        let url_keys: Vec<&str> = [
+        let url_fields: Vec<(&str, &Value)> = [
             "url",
             "urlPattern",
             "urlPath",
@@ -356,22 +356,23 @@ impl RequestPattern {
             "urlPathTemplate",
         ]
         .into_iter()
-        .filter(|k| obj.contains_key(*k))
+        .filter_map(|k| Some((k, obj.field(k)?)))
         .collect();
-        if url_keys.len() > 1 {
+        if url_fields.len() > 1 {
+            let keys: Vec<&str> = url_fields.iter().map(|(k, _)| *k).collect();
             return Err(FieldError::new(
                 path,
                 format!(
                     "only one URL field may be given, found {}",
-                    url_keys.join(" and ")
+                    keys.join(" and ")
                 ),
             ));
         }
-        let url = match url_keys.first() {
+        let url = match url_fields.first() {
             None => UrlMatcher::Any,
-            Some(&key) => {
+            Some(&(key, value)) => {
                 let kpath = join(path, key);
-                let text = as_str(&obj[key], &kpath)?;
+                let text = as_str(value, &kpath)?;
                 match key {
                     "url" => UrlMatcher::Url(text.to_owned()),
                     "urlPattern" => UrlMatcher::UrlPattern(full_regex(text, &kpath)?),
@@ -382,7 +383,7 @@ impl RequestPattern {
             }
         };
 
-        let path_params = match obj.get("pathParameters") {
+        let path_params = match obj.field("pathParameters") {
             None => Vec::new(),
             Some(pp) => {
                 let pppath = join(path, "pathParameters");
@@ -405,18 +406,18 @@ impl RequestPattern {
             }
         };
 
-        let mut headers = match obj.get("headers") {
+        let mut headers = match obj.field("headers") {
             Some(h) => multi_patterns(h, &join(path, "headers"))?,
             None => Vec::new(),
         };
         let mut basic_auth = false;
         for key in ["basicAuthCredentials", "basicAuth"] {
-            if let Some(auth) = obj.get(key) {
+            if let Some(auth) = obj.field(key) {
                 let apath = join(path, key);
                 let a = as_object(auth, &apath)?;
                 let field = |k: &str| -> FieldResult<&str> {
                     as_str(
-                        a.get(k)
+                        a.field(k)
                             .ok_or_else(|| FieldError::new(&apath, format!("missing \"{k}\"")))?,
                         &join(&apath, k),
                     )
@@ -437,7 +438,7 @@ impl RequestPattern {
             }
         }
 
-        let port = match obj.get("port") {
+        let port = match obj.field("port") {
             Some(p) => {
                 let ppath = join(path, "port");
                 Some(
@@ -447,16 +448,16 @@ impl RequestPattern {
             }
             None => None,
         };
-        let scheme = match obj.get("scheme") {
+        let scheme = match obj.field("scheme") {
             Some(s) => Some(as_str(s, &join(path, "scheme"))?.to_ascii_lowercase()),
             None => None,
         };
-        let host = match obj.get("host") {
+        let host = match obj.field("host") {
             Some(h) => Some(StringPattern::parse(h, &join(path, "host"))?),
             None => None,
         };
 
-        let body = match obj.get("bodyPatterns") {
+        let body = match obj.field("bodyPatterns") {
             Some(b) => {
                 let bpath = join(path, "bodyPatterns");
                 as_array(b, &bpath)?
@@ -468,7 +469,7 @@ impl RequestPattern {
             None => Vec::new(),
         };
 
-        let multipart = match obj.get("multipartPatterns") {
+        let multipart = match obj.field("multipartPatterns") {
             Some(m) => {
                 let mpath = join(path, "multipartPatterns");
                 as_array(m, &mpath)?
@@ -489,15 +490,15 @@ impl RequestPattern {
             port,
             headers,
             basic_auth,
-            query: match obj.get("queryParameters") {
+            query: match obj.field("queryParameters") {
                 Some(q) => multi_patterns(q, &join(path, "queryParameters"))?,
                 None => Vec::new(),
             },
-            form: match obj.get("formParameters") {
+            form: match obj.field("formParameters") {
                 Some(q) => multi_patterns(q, &join(path, "formParameters"))?,
                 None => Vec::new(),
             },
-            cookies: match obj.get("cookies") {
+            cookies: match obj.field("cookies") {
                 Some(c) => string_patterns(c, &join(path, "cookies"))?,
                 None => Vec::new(),
             },
@@ -880,7 +881,7 @@ impl MultipartPattern {
 
 fn parse_multipart(v: &Value, path: &str) -> FieldResult<MultipartPattern> {
     let obj = as_object(v, path)?;
-    let all = match obj.get("matchingType") {
+    let all = match obj.field("matchingType") {
         None => false,
         Some(t) => match as_str(t, &join(path, "matchingType"))? {
             "ANY" => false,
@@ -893,14 +894,14 @@ fn parse_multipart(v: &Value, path: &str) -> FieldResult<MultipartPattern> {
             }
         },
     };
-    let headers = match obj.get("headers") {
+    let headers = match obj.field("headers") {
         Some(h) => multi_patterns(h, &join(path, "headers"))?
             .into_iter()
             .map(|(k, p)| (k.to_ascii_lowercase(), p))
             .collect(),
         None => Vec::new(),
     };
-    let body = match obj.get("bodyPatterns") {
+    let body = match obj.field("bodyPatterns") {
         Some(b) => {
             let bpath = join(path, "bodyPatterns");
             as_array(b, &bpath)?

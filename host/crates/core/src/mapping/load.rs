@@ -11,7 +11,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use decoy_spec::fields::FieldError;
+use decoy_spec::fields::{FieldError, Fields};
 use serde_json::Value;
 
 use super::{Mapping, ParseContext, Source, stubs_in_file};
@@ -269,7 +269,7 @@ pub fn load_stub_file<T>(
             return out;
         }
     };
-    let single_stub = value.get("mappings").is_none();
+    let single_stub = value.field("mappings").is_none();
     let stubs = match stubs_in_file(&value) {
         Ok(s) => s,
         Err(e) => {
@@ -294,10 +294,13 @@ pub fn load_stub_file<T>(
             index,
             id: id_keys
                 .iter()
-                .find_map(|k| stub.get(*k))
+                .find_map(|k| stub.field(*k))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            name: stub.get("name").and_then(Value::as_str).map(str::to_owned),
+            name: stub
+                .field("name")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         };
         let mut warnings = Vec::new();
         match parse(index, stub, as_written, &mut warnings) {
@@ -408,7 +411,7 @@ where
 pub fn shadowed_stubs(mappings: &[Mapping]) -> Vec<Problem> {
     let key = |m: &Mapping| -> Option<String> {
         let v: Value = serde_json::from_str(&m.json).ok()?;
-        let request = v.get("request")?;
+        let request = v.field("request")?;
         let scenario = m
             .scenario
             .as_ref()

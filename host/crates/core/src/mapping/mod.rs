@@ -18,8 +18,8 @@ use serde_json::{Map, Value};
 use decoy_matching::custom::CustomMatchers;
 use decoy_matching::request_pattern::RequestPattern;
 use decoy_spec::fields::{
-    FieldError, FieldResult, as_array, as_f64, as_i64, as_object, as_str, as_u64, join, kind,
-    warn_unknown,
+    FieldError, FieldResult, Fields, as_array, as_f64, as_i64, as_object, as_str, as_u64, join,
+    kind, warn_unknown,
 };
 use decoy_spec::header_case::HeaderCase;
 use decoy_spec::plan::{ChunkedDribble, DelayDistribution, Fault, ProxySpec};
@@ -61,8 +61,8 @@ impl Mapping {
 pub fn written_header_case(stub: &Value) -> HeaderCase {
     let mut case = HeaderCase::as_sent();
     let written = stub
-        .get("response")
-        .and_then(|r| r.get("headers"))
+        .field("response")
+        .and_then(|r| r.field("headers"))
         .and_then(Value::as_object);
     for name in written.into_iter().flat_map(|h| h.keys()) {
         if name.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -196,7 +196,7 @@ impl Mapping {
         warn_unknown(obj, "", MAPPING_FIELDS, MAPPING_IGNORED, warnings);
         let mut errors = Vec::new();
 
-        let id: Option<Arc<str>> = match obj.get("id").or_else(|| obj.get("uuid")) {
+        let id: Option<Arc<str>> = match obj.field("id").or_else(|| obj.field("uuid")) {
             Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().into()),
             Some(other) => {
                 errors.push(FieldError::new(
@@ -207,7 +207,7 @@ impl Mapping {
             }
             None => None,
         };
-        let name = match obj.get("name") {
+        let name = match obj.field("name") {
             Some(n) => match as_str(n, "name") {
                 Ok(s) => Some(Arc::<str>::from(s)),
                 Err(e) => {
@@ -217,14 +217,14 @@ impl Mapping {
             },
             None => None,
         };
-        let priority = match obj.get("priority") {
+        let priority = match obj.field("priority") {
             Some(p) => as_i64(p, "priority").unwrap_or_else(|e| {
                 errors.push(e);
                 DEFAULT_PRIORITY
             }),
             None => DEFAULT_PRIORITY,
         };
-        let request = match obj.get("request") {
+        let request = match obj.field("request") {
             Some(r) => {
                 let matchers = ctx.plugins.as_deref().map(crate::plugins::PluginMatchers);
                 let custom = matchers.as_ref().map(|m| m as &dyn CustomMatchers);
@@ -240,7 +240,7 @@ impl Mapping {
                 None
             }
         };
-        let response = match obj.get("response") {
+        let response = match obj.field("response") {
             Some(r) => parse_response(r, ctx, warnings)
                 .map_err(|e| errors.extend(e))
                 .ok(),
@@ -297,7 +297,7 @@ impl Mapping {
     pub fn is_persistent(&self) -> bool {
         serde_json::from_str::<Value>(&self.json)
             .ok()
-            .and_then(|v| v.get("persistent").and_then(Value::as_bool))
+            .and_then(|v| v.field("persistent").and_then(Value::as_bool))
             .unwrap_or(false)
     }
 
@@ -380,7 +380,7 @@ fn default_response() -> ResponseDef {
 
 fn parse_scenario(obj: &Map<String, Value>) -> FieldResult<Option<ScenarioSpec>> {
     let get = |k: &str| -> FieldResult<Option<String>> {
-        obj.get(k)
+        obj.field(k)
             .map(|v| as_str(v, k).map(str::to_owned))
             .transpose()
     };
@@ -417,7 +417,7 @@ fn parse_response(
     let mut out = default_response();
 
     check((|| {
-        if let Some(s) = obj.get("status") {
+        if let Some(s) = obj.field("status") {
             let n = as_u64(s, "response.status")?;
             out.status = u16::try_from(n)
                 .ok()
@@ -429,7 +429,7 @@ fn parse_response(
                     )
                 })?;
         }
-        if let Some(m) = obj.get("statusMessage") {
+        if let Some(m) = obj.field("statusMessage") {
             out.status_message = Some(as_str(m, "response.statusMessage")?.into());
         }
         Ok(())
@@ -439,7 +439,7 @@ fn parse_response(
     check(parse_delays(obj, &mut out));
     check(parse_proxy(obj, &mut out));
     check((|| {
-        if let Some(f) = obj.get("fault") {
+        if let Some(f) = obj.field("fault") {
             let name = as_str(f, "response.fault")?;
             out.fault = Some(Fault::from_name(name).ok_or_else(|| {
                 FieldError::new(
@@ -478,13 +478,13 @@ fn parse_response(
 
 /// `proxyBaseUrl` and its companions: forward the request to a real service.
 fn parse_proxy(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<()> {
-    let Some(base) = obj.get("proxyBaseUrl") else {
+    let Some(base) = obj.field("proxyBaseUrl") else {
         for key in [
             "proxyUrlPrefixToRemove",
             "additionalProxyRequestHeaders",
             "removeProxyRequestHeaders",
         ] {
-            if obj.contains_key(key) {
+            if obj.has_field(key) {
                 return Err(FieldError::new(
                     join("response", key),
                     "only has an effect with proxyBaseUrl, which is missing",
@@ -508,11 +508,11 @@ fn parse_proxy(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<(
         }
     }
     let prefix = obj
-        .get("proxyUrlPrefixToRemove")
+        .field("proxyUrlPrefixToRemove")
         .map(|v| as_str(v, "response.proxyUrlPrefixToRemove").map(str::to_owned))
         .transpose()?;
     let mut add = Vec::new();
-    if let Some(h) = obj.get("additionalProxyRequestHeaders") {
+    if let Some(h) = obj.field("additionalProxyRequestHeaders") {
         let hpath = "response.additionalProxyRequestHeaders";
         for (k, v) in as_object(h, hpath)? {
             let at = join(hpath, k);
@@ -525,7 +525,7 @@ fn parse_proxy(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<(
         }
     }
     let mut remove = Vec::new();
-    if let Some(list) = obj.get("removeProxyRequestHeaders") {
+    if let Some(list) = obj.field("removeProxyRequestHeaders") {
         let rpath = "response.removeProxyRequestHeaders";
         for (i, v) in as_array(list, rpath)?.iter().enumerate() {
             let at = format!("{rpath}[{i}]");
@@ -545,7 +545,7 @@ fn parse_proxy(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<(
 }
 
 fn parse_headers(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<()> {
-    let Some(h) = obj.get("headers") else {
+    let Some(h) = obj.field("headers") else {
         return Ok(());
     };
     let mut list = Vec::new();
@@ -588,10 +588,10 @@ fn parse_headers(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult
 /// A `bodyFileName` inside `__files` that does not exist (WireMock loads such a stub
 /// and fails when it is hit; a name leaving `__files` stays an error).
 fn missing_body_file(obj: &Map<String, Value>, ctx: &ParseContext) -> Option<String> {
-    let name = obj.get("bodyFileName")?.as_str()?;
+    let name = obj.field("bodyFileName")?.as_str()?;
     let only_body = ["body", "jsonBody", "base64Body"]
         .iter()
-        .all(|k| obj.get(*k).is_none_or(Value::is_null));
+        .all(|k| obj.field(*k).is_none_or(Value::is_null));
     let missing = resolve_body_file(&ctx.files_dir, name).is_err()
         && !ctx.files_dir.join(name).exists()
         && only_body
@@ -625,25 +625,24 @@ pub fn parse_body_field(
     files_dir: &Path,
     keys: &[&str],
 ) -> FieldResult<Option<Bytes>> {
-    let given: Vec<&str> = keys
+    let given: Vec<(&str, &Value)> = keys
         .iter()
-        .copied()
-        .filter(|k| obj.get(*k).is_some_and(|v| !v.is_null()))
+        .filter_map(|&k| Some((k, obj.field(k).filter(|v| !v.is_null())?)))
         .collect();
     if given.len() > 1 {
+        let names: Vec<&str> = given.iter().map(|(k, _)| *k).collect();
         return Err(FieldError::new(
             "response",
             format!(
                 "only one body field may be given, found {}",
-                given.join(" and ")
+                names.join(" and ")
             ),
         ));
     }
-    let Some(&key) = given.first() else {
+    let Some(&(key, value)) = given.first() else {
         return Ok(None);
     };
     let path = join("response", key);
-    let value = &obj[key];
     Ok(Some(match key {
         "body" => Bytes::from(match value {
             Value::String(s) => s.clone(),
@@ -702,17 +701,17 @@ pub fn resolve_body_file(files_dir: &Path, name: &str) -> Result<PathBuf, String
 }
 
 fn parse_delays(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<()> {
-    if let Some(ms) = obj.get("fixedDelayMilliseconds") {
+    if let Some(ms) = obj.field("fixedDelayMilliseconds") {
         out.fixed_delay = Duration::from_millis(as_u64(ms, "response.fixedDelayMilliseconds")?);
     }
-    if let Some(d) = obj.get("delayDistribution") {
+    if let Some(d) = obj.field("delayDistribution") {
         out.delay_distribution = Some(parse_distribution(d, "response.delayDistribution")?);
     }
-    if let Some(d) = obj.get("chunkedDribbleDelay") {
+    if let Some(d) = obj.field("chunkedDribbleDelay") {
         let path = "response.chunkedDribbleDelay";
         let o = as_object(d, path)?;
         let get = |k: &str| {
-            o.get(k)
+            o.field(k)
                 .ok_or_else(|| FieldError::new(path, format!("missing \"{k}\"")))
                 .and_then(|v| as_u64(v, &join(path, k)))
         };
@@ -735,18 +734,18 @@ fn parse_delays(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<
 pub fn parse_distribution(v: &Value, path: &str) -> FieldResult<DelayDistribution> {
     let o = as_object(v, path)?;
     let ty = as_str(
-        o.get("type").ok_or_else(|| {
+        o.field("type").ok_or_else(|| {
             FieldError::new(path, "missing \"type\" (lognormal, uniform or fixed)")
         })?,
         &join(path, "type"),
     )?;
     let num = |k: &str| {
-        o.get(k)
+        o.field(k)
             .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
             .and_then(|v| as_f64(v, &join(path, k)))
     };
     let int = |k: &str| {
-        o.get(k)
+        o.field(k)
             .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
             .and_then(|v| as_u64(v, &join(path, k)))
     };
@@ -754,7 +753,7 @@ pub fn parse_distribution(v: &Value, path: &str) -> FieldResult<DelayDistributio
         "lognormal" => {
             let median = num("median")?;
             let sigma = num("sigma")?;
-            let max = match o.get("maxValue") {
+            let max = match o.field("maxValue") {
                 Some(m) => Some(as_f64(m, &join(path, "maxValue"))?),
                 None => None,
             };
@@ -781,8 +780,8 @@ pub fn parse_distribution(v: &Value, path: &str) -> FieldResult<DelayDistributio
 
 /// A file holds one stub, or `{"mappings": [...]}`.
 pub fn stubs_in_file(v: &Value) -> FieldResult<Vec<&Value>> {
-    match v.get("mappings") {
-        Some(list) if v.get("request").is_none() => {
+    match v.field("mappings") {
+        Some(list) if v.field("request").is_none() => {
             Ok(as_array(list, "mappings")?.iter().collect())
         }
         _ => Ok(vec![v]),
