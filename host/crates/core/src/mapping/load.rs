@@ -294,7 +294,7 @@ pub fn load_stub_file<T>(
             index,
             id: id_keys
                 .iter()
-                .find_map(|k| stub.field(*k))
+                .find_map(|k| stub.field(k))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             name: stub

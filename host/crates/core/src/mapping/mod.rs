@@ -591,7 +591,7 @@ fn missing_body_file(obj: &Map<String, Value>, ctx: &ParseContext) -> Option<Str
     let name = obj.field("bodyFileName")?.as_str()?;
     let only_body = ["body", "jsonBody", "base64Body"]
         .iter()
-        .all(|k| obj.field(*k).is_none_or(Value::is_null));
+        .all(|k| obj.field(k).is_none_or(Value::is_null));
     let missing = resolve_body_file(&ctx.files_dir, name).is_err()
         && !ctx.files_dir.join(name).exists()
         && only_body
