@@ -659,7 +659,7 @@ impl RequestPattern {
             None
         };
         if let Some(h) = &self.host {
-            let actual = hp.as_ref().map(|(h, _)| h.clone()).unwrap_or_default();
+            let actual = hp.as_ref().map(|(h, _)| h.to_string()).unwrap_or_default();
             let printed = format!("{}{}", h.operator(""), h.wm_expected());
             let exact = h.matches_opt(hp.as_ref().map(|(h, _)| Actual::new(h)).as_ref());
             rows.push(ReportRow::part(

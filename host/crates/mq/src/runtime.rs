@@ -191,7 +191,7 @@ fn transform_reply(
         destination: None,
         delay_ms: None,
     });
-    let r = t.run(ctx, &req, response, |r| match r {
+    let r = t.run(ctx, &req, &response, |r| match r {
         wit::Response::Mq(r) => Ok(r),
         wit::Response::Http(_) => Err("it returned an HTTP response for a message".into()),
     })?;

@@ -6,6 +6,7 @@
 //! multipart parts) are computed on first use and cached, because most requests never
 //! need them and the ones that do usually need them for several candidate mappings.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 
@@ -117,23 +118,32 @@ impl RequestSnapshot {
     }
 
     /// Host and port the client addressed; the port defaults from the scheme.
-    pub fn host_port(&self) -> Option<(String, u16)> {
-        let authority = match &self.authority {
-            Some(a) => a.clone(),
-            None => self.header("host")?.into_owned(),
+    /// The host is borrowed from the request where it can be (no allocation).
+    pub fn host_port(&self) -> Option<(Cow<'_, str>, u16)> {
+        let authority: Cow<'_, str> = match &self.authority {
+            Some(a) => Cow::Borrowed(a),
+            None => self.header("host")?,
         };
         let default = if self.scheme == "https" { 443 } else { 80 };
-        // `[::1]:8080`, `host:8080`, `host`
-        if let Some(rest) = authority.strip_prefix('[')
-            && let Some((h, p)) = rest.split_once(']')
-        {
-            let port = p.strip_prefix(':').and_then(|p| p.parse().ok());
-            return Some((h.to_owned(), port.unwrap_or(default)));
-        }
-        match authority.rsplit_once(':') {
-            Some((h, p)) if !h.contains(':') => Some((h.to_owned(), p.parse().unwrap_or(default))),
-            _ => Some((authority, default)),
-        }
+        let split = |a: &str| -> (std::ops::Range<usize>, Option<u16>) {
+            // `[::1]:8080`, `host:8080`, `host`
+            if let Some(rest) = a.strip_prefix('[')
+                && let Some((h, p)) = rest.split_once(']')
+            {
+                return (1..1 + h.len(), p.strip_prefix(':').and_then(|p| p.parse().ok()));
+            }
+            match a.rsplit_once(':') {
+                Some((h, p)) if !h.contains(':') => (0..h.len(), Some(p.parse().unwrap_or(default))),
+                _ => (0..a.len(), None),
+            }
+        };
+        let (host, port) = split(&authority);
+        let port = port.unwrap_or(default);
+        Some(match authority {
+            Cow::Borrowed(a) => (Cow::Borrowed(&a[host]), port),
+            Cow::Owned(a) if host == (0..a.len()) => (Cow::Owned(a), port),
+            Cow::Owned(a) => (Cow::Owned(a[host].to_owned()), port),
+        })
     }
 
     /// The path, still percent-encoded, as WireMock matches it.
