@@ -130,10 +130,15 @@ impl RequestSnapshot {
             if let Some(rest) = a.strip_prefix('[')
                 && let Some((h, p)) = rest.split_once(']')
             {
-                return (1..1 + h.len(), p.strip_prefix(':').and_then(|p| p.parse().ok()));
+                return (
+                    1..1 + h.len(),
+                    p.strip_prefix(':').and_then(|p| p.parse().ok()),
+                );
             }
             match a.rsplit_once(':') {
-                Some((h, p)) if !h.contains(':') => (0..h.len(), Some(p.parse().unwrap_or(default))),
+                Some((h, p)) if !h.contains(':') => {
+                    (0..h.len(), Some(p.parse().unwrap_or(default)))
+                }
                 _ => (0..a.len(), None),
             }
         };
