@@ -162,6 +162,10 @@ struct CallCache {
     stub_response: std::sync::OnceLock<StubResponse>,
 }
 
+/// The largest stub body kept, per mapping, in the WIT record a transformer is
+/// given (a larger one is copied for each call, as the call would copy it anyway).
+const STUB_RECORD_MAX_BODY: usize = 64 * 1024;
+
 /// A stub's answer in both forms: as served (shared with the mapping) and as the
 /// WIT record a transformer is given.
 #[derive(Debug, Clone)]
@@ -356,13 +360,17 @@ impl Transformers {
         plan: &mut ResponsePlan,
     ) -> Result<(), PluginFailure> {
         let cache = self.cache(id, name);
-        let stub = cache.stub_response.get_or_init(|| StubResponse::of(plan));
+        // A large body is not kept a second time for every mapping that has one.
+        let stub = (plan.body.len() <= STUB_RECORD_MAX_BODY)
+            .then(|| cache.stub_response.get_or_init(|| StubResponse::of(plan)))
+            .filter(|s| s.is(plan));
         let fresh;
-        let (response, stub) = if stub.is(plan) {
-            (&stub.record, Some(stub))
-        } else {
-            fresh = http_response_record(plan);
-            (&fresh, None)
+        let response = match stub {
+            Some(s) => &s.record,
+            None => {
+                fresh = http_response_record(plan);
+                &fresh
+            }
         };
         let (r, headers) = with_http_request(req, &path_parameters, |request| {
             self.run(&cache.context, request, response, |r| {
