@@ -294,6 +294,8 @@ def run(server, page):
               lambda: any("generated 9999" in t for _, t in page.rows("mapping-list")))
     page.el("mapping-search").send_keys("payments")
     page.wait("one search result", lambda: page.text("mapping-count") == f"1 of {total} mappings")
+    # The count can change before the list, still scrolled to the end, renders its row.
+    page.wait("the search result's row", lambda: len(page.rows("mapping-list")) > 0)
     _, text = page.rows("mapping-list")[0]
     assert "/hello" in text, text
     api_hello = server.admin("/dashboard/api/mappings?q=payments")["items"][0]
