@@ -528,7 +528,24 @@ impl RequestPattern {
         req: &RequestSnapshot,
         url_checked: bool,
     ) -> Result<bool, MatchFailure> {
-        if !self.builtin_matches(req, url_checked) {
+        self.try_matches_checked(req, url_checked, false)
+    }
+
+    /// As [`RequestPattern::try_matches_with`], where the caller may also have
+    /// decided the method (`method_checked`: it compared it already).
+    pub fn try_matches_checked(
+        &self,
+        req: &RequestSnapshot,
+        url_checked: bool,
+        method_checked: bool,
+    ) -> Result<bool, MatchFailure> {
+        if !method_checked && !self.method_matches(req) {
+            return Ok(false);
+        }
+        if !url_checked && !self.url_matches(req) {
+            return Ok(false);
+        }
+        if !self.rest_matches(req) {
             return Ok(false);
         }
         match &self.custom {
@@ -550,16 +567,25 @@ impl RequestPattern {
         }
     }
 
-    fn builtin_matches(&self, req: &RequestSnapshot, url_checked: bool) -> bool {
-        if let Some(m) = &self.method
-            && *m != req.method
-        {
-            return false;
-        }
-        if !url_checked && !self.url_matches(req) {
-            return false;
-        }
-        self.rest_matches(req)
+    /// Whether the method and the URL are all it matches on (no path parameter,
+    /// scheme, host, port, header, query, form, cookie, body, multipart or custom
+    /// matcher): then a caller that has decided those two has decided the match.
+    pub fn only_method_and_url(&self) -> bool {
+        self.path_params.is_empty()
+            && self.scheme.is_none()
+            && self.host.is_none()
+            && self.port.is_none()
+            && self.headers.is_empty()
+            && self.query.is_empty()
+            && self.form.is_empty()
+            && self.cookies.is_empty()
+            && self.body.is_empty()
+            && self.multipart.is_empty()
+            && self.custom.is_none()
+    }
+
+    fn method_matches(&self, req: &RequestSnapshot) -> bool {
+        self.method.as_ref().is_none_or(|m| *m == req.method)
     }
 
     fn url_matches(&self, req: &RequestSnapshot) -> bool {

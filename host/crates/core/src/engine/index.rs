@@ -33,7 +33,6 @@ const RANK: u32 = URL_CHECKED_IF_NO_QUERY - 1;
 /// foldhash rather than SipHash: the keys come from stub files, not from requests,
 /// so there is no one to flood the table, and a lookup hashes up to a few prefixes.
 type Hasher = foldhash::fast::RandomState;
-type Map = std::collections::HashMap<Box<str>, Ranks, Hasher>;
 
 /// The ranks filed under one key; almost always one, kept inline.
 #[derive(Debug)]
@@ -58,10 +57,85 @@ impl Ranks {
     }
 }
 
+/// A hash map from path (or path prefix) to ranks whose keys are kept side by side
+/// in one string. A lookup that finds its key compares the path with bytes among
+/// the other keys (10,000 paths are a few hundred KiB, which stay in cache) rather
+/// than with a string allocated on its own when that stub was read, which the
+/// CPU's caches have long lost when requests are spread over thousands of stubs.
+#[derive(Debug, Default)]
+struct KeyMap {
+    keys: String,
+    table: hashbrown::HashTable<Slot>,
+    hasher: Hasher,
+}
+
+/// One key: its place in [`KeyMap::keys`] and its ranks.
+#[derive(Debug)]
+struct Slot {
+    start: u32,
+    len: u32,
+    ranks: Ranks,
+}
+
+impl Slot {
+    fn key<'k>(&self, keys: &'k str) -> &'k str {
+        &keys[self.start as usize..(self.start + self.len) as usize]
+    }
+}
+
+impl KeyMap {
+    fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The ranks under `key`, whose [`KeyMap::hash`] is `hash`.
+    fn get(&self, key: &str, hash: u64) -> Option<&Ranks> {
+        self.table
+            .find(hash, |s| s.key(&self.keys) == key)
+            .map(|s| &s.ranks)
+    }
+
+    fn push(&mut self, key: &str, rank: u32) {
+        let hash = self.hash(key);
+        let KeyMap {
+            keys,
+            table,
+            hasher,
+        } = self;
+        if let Some(slot) = table.find_mut(hash, |s| s.key(keys) == key) {
+            slot.ranks.push(rank);
+            return;
+        }
+        let start = u32::try_from(keys.len()).expect("under 4 GiB of stub paths");
+        keys.push_str(key);
+        let slot = Slot {
+            start,
+            len: key.len() as u32,
+            ranks: Ranks::One(rank),
+        };
+        table.insert_unique(hash, slot, |s| hasher.hash_one(s.key(keys)));
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.table.iter().map(|s| s.key(&self.keys))
+    }
+
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    fn shrink_to_fit(&mut self) {
+        self.keys.shrink_to_fit();
+        let hasher = &self.hasher;
+        let keys = &self.keys;
+        self.table.shrink_to_fit(|s| hasher.hash_one(s.key(keys)));
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Index {
-    exact: Map,
-    prefixed: Map,
+    exact: KeyMap,
+    prefixed: KeyMap,
     /// The distinct lengths of the keys of `prefixed`, ascending.
     prefix_lens: Vec<usize>,
     /// One bit per hash of a key of `prefixed` (16 bits a key, so about one probe in
@@ -100,15 +174,12 @@ impl Index {
                 _ => None,
             };
             match map {
-                Some((map, key, rank)) => match map.get_mut(key.as_str()) {
-                    Some(ranks) => ranks.push(rank),
-                    None => {
-                        map.insert(key.into(), Ranks::One(rank));
-                    }
-                },
+                Some((map, key, rank)) => map.push(&key, rank),
                 None => index.unindexed.push(rank),
             }
         }
+        index.exact.shrink_to_fit();
+        index.prefixed.shrink_to_fit();
         let mut lens: Vec<usize> = index.prefixed.keys().map(|k| k.len()).collect();
         lens.sort_unstable();
         lens.dedup();
@@ -117,15 +188,11 @@ impl Index {
         index.filter_mask = words * 64 - 1;
         let mut filter = vec![0u64; words];
         for key in index.prefixed.keys() {
-            let bit = index.filter_bit(key);
+            let bit = index.prefixed.hash(key) as usize & index.filter_mask;
             filter[bit / 64] |= 1 << (bit % 64);
         }
         index.prefix_filter = filter.into();
         index
-    }
-
-    fn filter_bit(&self, key: &str) -> usize {
-        self.prefixed.hasher().hash_one(key) as usize & self.filter_mask
     }
 
     /// A candidate's rank, without the [`URL_CHECKED`] flag.
@@ -139,7 +206,7 @@ impl Index {
     pub fn candidates(&self, path: &str, url: &str, out: &mut Vec<u32>) {
         out.clear();
         let mut sources = 0;
-        if let Some(list) = self.exact.get(path) {
+        if let Some(list) = self.exact.get(path, self.exact.hash(path)) {
             let no_query = url.len() == path.len();
             out.extend(list.as_slice().iter().map(|&r| {
                 if r & URL_CHECKED_IF_NO_QUERY != 0 {
@@ -158,11 +225,12 @@ impl Index {
                 continue;
             }
             let prefix = &path[..len];
-            let bit = self.filter_bit(prefix);
+            let hash = self.prefixed.hash(prefix);
+            let bit = hash as usize & self.filter_mask;
             if self.prefix_filter[bit / 64] & (1 << (bit % 64)) == 0 {
                 continue;
             }
-            if let Some(list) = self.prefixed.get(prefix) {
+            if let Some(list) = self.prefixed.get(prefix, hash) {
                 out.extend_from_slice(list.as_slice());
                 sources += 1;
             }
@@ -307,6 +375,25 @@ mod tests {
             out.iter().map(|&c| Index::rank(c)).collect::<Vec<_>>(),
             [0, 1, 2, 3]
         );
+    }
+
+    #[test]
+    fn keys_filed_more_than_once_keep_every_rank_in_order() {
+        let urls = [
+            UrlMatcher::Path("/same".into()),
+            UrlMatcher::Path("/other".into()),
+            UrlMatcher::Url("/same".into()),
+            UrlMatcher::Path("/same".into()),
+            UrlMatcher::Path("/sam".into()),
+        ];
+        let index = Index::build(urls.iter());
+        let mut out = Vec::new();
+        index.candidates("/same", "/same", &mut out);
+        assert_eq!(out, [URL_CHECKED, 2 | URL_CHECKED, 3 | URL_CHECKED]);
+        index.candidates("/sam", "/sam", &mut out);
+        assert_eq!(out, [4 | URL_CHECKED]);
+        index.candidates("/samex", "/samex", &mut out);
+        assert!(out.is_empty());
     }
 
     #[test]

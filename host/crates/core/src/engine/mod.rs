@@ -43,7 +43,65 @@ pub struct MappingSet {
     stats: Vec<Arc<MappingStats>>,
     /// Rank of each mapping in the order they were added (for the admin API).
     added: Vec<u32>,
+    /// What matching reads first, parallel to `ranked`: see [`Hot`].
+    hot: Vec<Hot>,
     index: Index,
+}
+
+/// The part of a mapping that matching reads first, packed in one array so that a
+/// request spread over 10,000 stubs reads 16 bytes next to the other stubs' instead of
+/// the mapping's own memory, which the CPU's caches have long lost. For a stub that
+/// pins only its method and URL (most of them), with a URL the index has decided,
+/// this is all of matching.
+#[derive(Debug, Clone, Copy)]
+struct Hot {
+    /// The method, packed by [`method_key`]; `ANY_METHOD` for any.
+    method: u64,
+    /// `method` says all about the method (false for one too long to pack, left to
+    /// the pattern).
+    method_decided: bool,
+    /// Nothing to match but the method and the URL: no other matcher, no custom
+    /// matcher, no scenario.
+    plain: bool,
+}
+
+/// [`Hot::method`] of a stub that takes any method.
+const ANY_METHOD: u64 = 0;
+
+/// A method of up to 8 bytes, packed into a `u64` (so comparing two is one
+/// instruction); `None` for a longer one. Methods are non-empty tokens, so no packed
+/// method is [`ANY_METHOD`].
+fn method_key(method: &str) -> Option<u64> {
+    let b = method.as_bytes();
+    if b.is_empty() || b.len() > 8 {
+        return None;
+    }
+    let mut word = [0u8; 8];
+    word[..b.len()].copy_from_slice(b);
+    Some(u64::from_le_bytes(word))
+}
+
+impl Hot {
+    fn of(m: &Mapping) -> Hot {
+        let (method, method_decided) = match &m.request.method {
+            None => (ANY_METHOD, true),
+            Some(name) => match method_key(name) {
+                Some(key) => (key, true),
+                None => (ANY_METHOD, false),
+            },
+        };
+        Hot {
+            method,
+            method_decided,
+            plain: method_decided && m.scenario.is_none() && m.request.only_method_and_url(),
+        }
+    }
+
+    /// Whether a request whose method packs to `request_method` (`u64::MAX` when it
+    /// does not pack, which no stub's key equals) can match.
+    fn method_allows(&self, request_method: u64) -> bool {
+        self.method == ANY_METHOD || self.method == request_method
+    }
 }
 
 impl MappingSet {
@@ -67,11 +125,13 @@ impl MappingSet {
         }
         let ranked: Vec<Arc<Mapping>> = ranked.into_iter().map(|(_, m)| m).collect();
         let stats = ranked.iter().map(|m| stats_for(m)).collect();
+        let hot = ranked.iter().map(|m| Hot::of(m)).collect();
         let index = Index::build(ranked.iter().map(|m| &m.request.url));
         MappingSet {
             ranked,
             stats,
             added,
+            hot,
             index,
         }
     }
@@ -289,13 +349,25 @@ impl Engine {
         // The first candidate that matches (and whose scenario is in the required
         // state) wins. A custom matcher that failed stops the search: the request gets
         // a 500 naming the plugin, not some other mapping's answer.
+        let method = method_key(&req.method).unwrap_or(u64::MAX);
         let found = CANDIDATES.with(|c| {
             let mut candidates = c.borrow_mut();
             set.index.candidates(req.path(), &req.url, &mut candidates);
             candidates.iter().find_map(|&c| {
                 let rank = Index::rank(c);
+                let hot = &set.hot[rank];
+                if !hot.method_allows(method) {
+                    return None;
+                }
+                let url_checked = c & URL_CHECKED != 0;
+                if hot.plain && url_checked {
+                    return Some((rank, None));
+                }
                 let m = &set.ranked[rank];
-                match m.request.try_matches_with(req, c & URL_CHECKED != 0) {
+                match m
+                    .request
+                    .try_matches_checked(req, url_checked, hot.method_decided)
+                {
                     Ok(true) if self.enter_scenario(m) => Some((rank, None)),
                     Ok(_) => None,
                     Err(f) => Some((rank, Some(f))),
@@ -597,6 +669,62 @@ mod tests {
             json!({"request": {"urlPathPattern": "/a/.*"}, "response": {"body": "regex"}}),
         ]);
         assert_eq!(body(&e, "GET", "/a/b"), "regex");
+    }
+
+    #[test]
+    fn stubs_decided_from_their_packed_method_and_url_match_as_the_full_pattern_does() {
+        // Later stubs win ties; each is skipped unless its method (packed, long or
+        // any), its other matchers and its scenario allow the request.
+        let e = engine(vec![
+            json!({"request": {"urlPath": "/m"}, "response": {"body": "any"}}),
+            json!({"request": {"method": "GET", "url": "/m"}, "response": {"body": "get"}}),
+            json!({"request": {"method": "PROPPATCHX", "urlPath": "/m"}, "response": {"body": "long"}}),
+            json!({"request": {"method": "POST", "urlPath": "/m", "headers": {"X": {"equalTo": "1"}}}, "response": {"body": "post-x"}}),
+            json!({"scenarioName": "s", "requiredScenarioState": "later", "request": {"method": "PUT", "urlPath": "/m"}, "response": {"body": "put-later"}}),
+            json!({"request": {"method": "GETX", "urlPath": "/m"}, "response": {"body": "getx"}}),
+        ]);
+        assert_eq!(body(&e, "GET", "/m"), "get");
+        assert_eq!(
+            body(&e, "GET", "/m?q=1"),
+            "any",
+            "a url with no query does not match one with a query"
+        );
+        assert_eq!(body(&e, "GETX", "/m"), "getx");
+        assert_eq!(body(&e, "PROPPATCHX", "/m"), "long");
+        assert_eq!(body(&e, "PROPPATCHY", "/m"), "any");
+        assert_eq!(
+            body(&e, "POST", "/m"),
+            "any",
+            "the header matcher still runs"
+        );
+        let with_x = e.respond(
+            &RequestSnapshot::new("POST", "/m").with_headers(
+                [(
+                    http::header::HeaderName::from_static("x"),
+                    http::HeaderValue::from_static("1"),
+                )]
+                .into_iter()
+                .collect(),
+            ),
+        );
+        assert_eq!(&with_x.into_plan().body[..], b"post-x");
+        assert_eq!(
+            body(&e, "PUT", "/m"),
+            "any",
+            "the scenario is still in Started"
+        );
+        e.set_scenario_state("s", "later");
+        assert_eq!(body(&e, "PUT", "/m"), "put-later");
+    }
+
+    #[test]
+    fn packed_methods_are_distinct_and_long_ones_are_not_packed() {
+        assert_ne!(method_key("GET"), method_key("GETX"));
+        assert_ne!(method_key("GET"), method_key("get"));
+        assert_eq!(method_key("OPTIONS"), method_key("OPTIONS"));
+        assert!(method_key("PROPPATCH").is_none());
+        assert!(method_key("").is_none());
+        assert!(method_key("GET").is_some_and(|k| k != ANY_METHOD));
     }
 
     #[test]
