@@ -109,7 +109,7 @@ pub fn logged_request(
     };
     json!({
         "url": req.url,
-        "absoluteUrl": format!("{}://{}:{}{}", req.scheme, host, port, req.url),
+        "absoluteUrl": format!("{}{}", decoy_spec::request::base_url(req.scheme, &host, port), req.url),
         "method": req.method,
         "clientIp": req.client_addr.map(|a| a.ip().to_string()).unwrap_or_else(|| "127.0.0.1".into()),
         "headers": headers,

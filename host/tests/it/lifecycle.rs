@@ -1072,3 +1072,56 @@ async fn proxy_targets_are_refused_by_address_by_resolved_name_and_by_wildcard()
     );
     up.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_journal_writes_the_host_and_absolute_url_as_wiremock_does() {
+    // Checked against WireMock 3.13.2: an IPv6 host keeps its brackets, and the
+    // absolute URL leaves out the scheme's default port.
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/b"}, "response": {"status": 200}}
+    ]));
+    let server = crate::common::serve(dir.path()).await;
+    let cases = [
+        ("[::1]:9", "http://[::1]:9/b?x=1", "[::1]", 9),
+        ("[::1]", "http://[::1]/b?x=1", "[::1]", 80),
+        ("example.com", "http://example.com/b?x=1", "example.com", 80),
+        (
+            "example.com:80",
+            "http://example.com/b?x=1",
+            "example.com",
+            80,
+        ),
+        (
+            "example.com:81",
+            "http://example.com:81/b?x=1",
+            "example.com",
+            81,
+        ),
+    ];
+    for (host, ..) in cases {
+        let a = send(server.http_addr, "GET", "/b?x=1", &[("host", host)], "").await;
+        assert_eq!(a.status, 200, "{host}");
+    }
+    let (_, journal) = admin(server.http_addr, "GET", "/requests", Value::Null).await;
+    let mut seen: Vec<(String, String, String, u64)> = journal["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let r = &e["request"];
+            (
+                r["headers"]["Host"].as_str().unwrap_or_default().to_owned(),
+                r["absoluteUrl"].as_str().unwrap_or_default().to_owned(),
+                r["host"].as_str().unwrap_or_default().to_owned(),
+                r["port"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    seen.reverse();
+    let want: Vec<(String, String, String, u64)> = cases
+        .iter()
+        .map(|(h, url, host, port)| (h.to_string(), url.to_string(), host.to_string(), *port))
+        .collect();
+    assert_eq!(seen, want);
+    server.shutdown().await;
+}

@@ -536,12 +536,19 @@ fn parts_model(h: &types::HttpRequest) -> Value {
     Value::Object(out)
 }
 
-/// `request.scheme`, `request.host` and `request.port` from `request.baseUrl`.
+/// `request.scheme`, `request.host` and `request.port` from `request.baseUrl`, which
+/// leaves out the scheme's default port (`http://example.com` is port 80) and keeps
+/// an IPv6 host in brackets (`http://[::1]:8080`), as WireMock's does.
 pub(crate) fn base_url_parts(base_url: &str) -> (&str, &str, Option<u16>) {
     let (scheme, rest) = base_url.split_once("://").unwrap_or(("http", base_url));
+    let default = match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
     match rest.rsplit_once(':') {
-        Some((host, port)) => (scheme, host, port.parse::<u16>().ok()),
-        None => (scheme, rest, None),
+        Some((host, port)) if !port.ends_with(']') => (scheme, host, port.parse::<u16>().ok()),
+        _ => (scheme, rest, default),
     }
 }
 

@@ -675,3 +675,13 @@ fn the_client_ip_is_a_forwarded_for_header_or_the_peer_and_none_for_a_message() 
     decoy_plugin::request_info::testing::set_hostname("build-7");
     assert_eq!(render_for("{{hostname}}", &mq(&[], None)), "build-7");
 }
+
+#[test]
+fn host_and_port_come_from_a_base_url_without_its_default_port() {
+    use crate::base_url_parts;
+    assert_eq!(base_url_parts("http://a:8080"), ("http", "a", Some(8080)));
+    assert_eq!(base_url_parts("http://a"), ("http", "a", Some(80)));
+    assert_eq!(base_url_parts("https://a"), ("https", "a", Some(443)));
+    assert_eq!(base_url_parts("http://[::1]:9"), ("http", "[::1]", Some(9)));
+    assert_eq!(base_url_parts("http://[::1]"), ("http", "[::1]", Some(80)));
+}

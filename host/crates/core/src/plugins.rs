@@ -524,11 +524,15 @@ fn fill_http_request(
     r.body.clear();
     r.body.extend_from_slice(&req.body);
     r.base_url.clear();
-    // Writing to a String cannot fail.
-    let _ = match req.host_port() {
-        Some((host, port)) => write!(r.base_url, "{}://{host}:{port}", req.scheme),
-        None => write!(r.base_url, "{}://localhost", req.scheme),
-    };
+    match req.host_port() {
+        Some((host, port)) => {
+            decoy_spec::request::write_base_url(&mut r.base_url, req.scheme, &host, port)
+        }
+        None => {
+            r.base_url.push_str(req.scheme);
+            r.base_url.push_str("://localhost");
+        }
+    }
     set_fields(
         &mut r.path_parameters,
         path_parameters

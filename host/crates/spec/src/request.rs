@@ -117,7 +117,8 @@ impl RequestSnapshot {
         out
     }
 
-    /// Host and port the client addressed; the port defaults from the scheme.
+    /// Host and port the client addressed; the port defaults from the scheme. An
+    /// IPv6 host keeps its brackets (`[::1]`), as WireMock's `request.host` shows it.
     /// The host is borrowed from the request where it can be (no allocation).
     pub fn host_port(&self) -> Option<(Cow<'_, str>, u16)> {
         let authority: Cow<'_, str> = match &self.authority {
@@ -131,7 +132,7 @@ impl RequestSnapshot {
                 && let Some((h, p)) = rest.split_once(']')
             {
                 return (
-                    1..1 + h.len(),
+                    0..h.len() + 2,
                     p.strip_prefix(':').and_then(|p| p.parse().ok()),
                 );
             }
@@ -149,6 +150,17 @@ impl RequestSnapshot {
             Cow::Owned(a) if host == (0..a.len()) => (Cow::Owned(a), port),
             Cow::Owned(a) => (Cow::Owned(a[host].to_owned()), port),
         })
+    }
+
+    /// `scheme://host:port` as WireMock's `request.baseUrl` (and the start of its
+    /// journal's `absoluteUrl`): the port is left out when it is the scheme's default,
+    /// an IPv6 host is in brackets. `localhost` and `local_port` when the request
+    /// names no host.
+    pub fn base_url(&self, local_port: u16) -> String {
+        let (host, port) = self
+            .host_port()
+            .unwrap_or((Cow::Borrowed("localhost"), local_port));
+        base_url(self.scheme, &host, port)
     }
 
     /// The path, still percent-encoded, as WireMock matches it.
@@ -259,6 +271,30 @@ fn parse_multipart(body: &[u8], boundary: &str) -> Vec<Part> {
 
 /// `content-type` -> `Content-Type`, word by word: how a name is shown where its
 /// spelling is not known (diff reports; `--record-mappings` over HTTP/2).
+/// `scheme://host:port`, without the port when it is the scheme's default (80 for
+/// `http`, 443 for `https`), as Jetty writes a request's URL for WireMock.
+pub fn base_url(scheme: &str, host: &str, port: u16) -> String {
+    let mut out = String::new();
+    write_base_url(&mut out, scheme, host, port);
+    out
+}
+
+/// [`base_url`], appended to `out`.
+pub fn write_base_url(out: &mut String, scheme: &str, host: &str, port: u16) {
+    use std::fmt::Write;
+    let default = match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    // Writing to a String cannot fail.
+    let _ = if default == Some(port) {
+        write!(out, "{scheme}://{host}")
+    } else {
+        write!(out, "{scheme}://{host}:{port}")
+    };
+}
+
 pub fn title_case_header(name: &str) -> String {
     name.split('-')
         .map(|w| {
@@ -313,8 +349,24 @@ mod tests {
         assert_eq!(r.host_port(), Some(("api.example.com".into(), 8443)));
         let mut r = RequestSnapshot::new("GET", "/");
         r.authority = Some("[::1]".into());
-        assert_eq!(r.host_port(), Some(("::1".into(), 80)));
+        assert_eq!(r.host_port(), Some(("[::1]".into(), 80)));
+        assert_eq!(r.base_url(9), "http://[::1]");
+        r.authority = Some("[::1]:8080".into());
+        assert_eq!(r.host_port(), Some(("[::1]".into(), 8080)));
+        assert_eq!(r.base_url(9), "http://[::1]:8080");
         assert_eq!(RequestSnapshot::new("GET", "/").host_port(), None);
+        assert_eq!(
+            RequestSnapshot::new("GET", "/").base_url(9),
+            "http://localhost:9"
+        );
+    }
+
+    #[test]
+    fn base_urls_leave_out_the_schemes_default_port() {
+        assert_eq!(base_url("http", "a", 80), "http://a");
+        assert_eq!(base_url("http", "a", 443), "http://a:443");
+        assert_eq!(base_url("https", "a", 443), "https://a");
+        assert_eq!(base_url("https", "a", 80), "https://a:80");
     }
 
     #[test]
