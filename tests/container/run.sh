@@ -12,10 +12,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 conf=$(mktemp)
+# podman's image store for this run alone: a store the machine already has may have
+# been set up with another storage driver, which podman then refuses to open with
+# vfs ("database storage graph driver ... does not match").
+store=$(mktemp -d "${TMPDIR:-/var/tmp}/decoy-podman.XXXXXX")
 names=()
 cleanup() {
   for n in "${names[@]}"; do "${engine[@]}" rm -f "$n" >/dev/null 2>&1 || true; done
   rm -f "$conf"
+  rm -rf "$store"
 }
 trap cleanup EXIT
 
@@ -27,7 +32,8 @@ elif command -v podman >/dev/null 2>&1; then
   # overlay mounts needed), runc, cgroupfs.
   printf '[containers]\ndefault_ulimits = []\n' >"$conf"
   export CONTAINERS_CONF="$conf"
-  engine=(podman --storage-driver vfs --runtime runc --cgroup-manager cgroupfs)
+  engine=(podman --root "$store/root" --runroot "$store/run" --storage-driver vfs
+    --runtime runc --cgroup-manager cgroupfs)
   run_opts=(--pids-limit 0 --network host)
   if ! "${engine[@]}" info >/dev/null 2>&1; then
     echo "skipped: podman is installed but cannot run here ($("${engine[@]}" info 2>&1 | tail -1))"
