@@ -125,7 +125,7 @@ impl RequestSnapshot {
             Some(a) => Cow::Borrowed(a),
             None => self.header("host")?,
         };
-        let default = if self.scheme == "https" { 443 } else { 80 };
+        let default = default_port(self.scheme);
         let split = |a: &str| -> (std::ops::Range<usize>, Option<u16>) {
             // `[::1]:8080`, `host:8080`, `host`
             if let Some(rest) = a.strip_prefix('[')
@@ -150,17 +150,6 @@ impl RequestSnapshot {
             Cow::Owned(a) if host == (0..a.len()) => (Cow::Owned(a), port),
             Cow::Owned(a) => (Cow::Owned(a[host].to_owned()), port),
         })
-    }
-
-    /// `scheme://host:port` as WireMock's `request.baseUrl` (and the start of its
-    /// journal's `absoluteUrl`): the port is left out when it is the scheme's default,
-    /// an IPv6 host is in brackets. `localhost` and `local_port` when the request
-    /// names no host.
-    pub fn base_url(&self, local_port: u16) -> String {
-        let (host, port) = self
-            .host_port()
-            .unwrap_or((Cow::Borrowed("localhost"), local_port));
-        base_url(self.scheme, &host, port)
     }
 
     /// The path, still percent-encoded, as WireMock matches it.
@@ -269,8 +258,11 @@ fn parse_multipart(body: &[u8], boundary: &str) -> Vec<Part> {
         .collect()
 }
 
-/// `content-type` -> `Content-Type`, word by word: how a name is shown where its
-/// spelling is not known (diff reports; `--record-mappings` over HTTP/2).
+/// The port a URL of `scheme` means when it names none: 443 for `https`, else 80.
+fn default_port(scheme: &str) -> u16 {
+    if scheme == "https" { 443 } else { 80 }
+}
+
 /// `scheme://host:port`, without the port when it is the scheme's default (80 for
 /// `http`, 443 for `https`), as Jetty writes a request's URL for WireMock.
 pub fn base_url(scheme: &str, host: &str, port: u16) -> String {
@@ -282,19 +274,16 @@ pub fn base_url(scheme: &str, host: &str, port: u16) -> String {
 /// [`base_url`], appended to `out`.
 pub fn write_base_url(out: &mut String, scheme: &str, host: &str, port: u16) {
     use std::fmt::Write;
-    let default = match scheme {
-        "http" => Some(80),
-        "https" => Some(443),
-        _ => None,
-    };
     // Writing to a String cannot fail.
-    let _ = if default == Some(port) {
+    let _ = if port == default_port(scheme) {
         write!(out, "{scheme}://{host}")
     } else {
         write!(out, "{scheme}://{host}:{port}")
     };
 }
 
+/// `content-type` -> `Content-Type`, word by word: how a name is shown where its
+/// spelling is not known (diff reports; `--record-mappings` over HTTP/2).
 pub fn title_case_header(name: &str) -> String {
     name.split('-')
         .map(|w| {
@@ -350,15 +339,10 @@ mod tests {
         let mut r = RequestSnapshot::new("GET", "/");
         r.authority = Some("[::1]".into());
         assert_eq!(r.host_port(), Some(("[::1]".into(), 80)));
-        assert_eq!(r.base_url(9), "http://[::1]");
         r.authority = Some("[::1]:8080".into());
         assert_eq!(r.host_port(), Some(("[::1]".into(), 8080)));
-        assert_eq!(r.base_url(9), "http://[::1]:8080");
+        assert_eq!(base_url("http", "[::1]", 8080), "http://[::1]:8080");
         assert_eq!(RequestSnapshot::new("GET", "/").host_port(), None);
-        assert_eq!(
-            RequestSnapshot::new("GET", "/").base_url(9),
-            "http://localhost:9"
-        );
     }
 
     #[test]
