@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plugin benchmark: templated responses (decoy's response-template plugin against
-WireMock's own templating, and against decoy's static figure), start-up with 100
+WireMock's own templating, and against decoy's static figure and nginx's static 200,
+the ceiling of this machine under this load), start-up with 100
 unreferenced plugins against none, and the per-call cost of a trivial Rust plugin.
 
 Run through bench/run.sh (or after it has built the release binary, the example
@@ -19,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from bench import REPO, decoy, free_port, make_root, wiremock, wrk  # noqa: E402
+from bench import REPO, decoy, free_port, make_root, nginx, warm_up, wiremock, wrk  # noqa: E402
 
 TEMPLATED = {
     "request": {"method": "GET", "urlPathPattern": "/t/[a-z]+"},
@@ -30,19 +31,6 @@ TEMPLATED = {
 STATIC = {"request": {"method": "GET", "url": "/static"},
           "response": {"status": 200, "headers": {"Content-Type": "text/plain"}, "body": "segment abc q xyz"}}
 PROBE = {"request": {"urlPath": "/__probe"}, "response": {"status": 200}}
-
-
-def warm_up(port, path, seconds=8, tolerance=0.05, most=10):
-    """Load until the JVM's JIT has settled: rounds of `seconds` until two in a row are
-    within `tolerance` of each other (at most `most` rounds). A fixed 15 s was not
-    enough on every machine: WireMock's rate still rose by 10% a round after 30 s.
-    Returns each round's rate."""
-    rates = []
-    for _ in range(most):
-        rates.append(wrk(port, path=path, duration=seconds)["rps"])
-        if len(rates) >= 2 and abs(rates[-1] - rates[-2]) <= tolerance * rates[-2]:
-            break
-    return rates
 
 
 def check_body(port, path, want):
@@ -69,14 +57,23 @@ def main():
     cache = base / "cache"
     results = {}
 
-    # Templated vs static (decoy) and templated (WireMock): interleaved rounds.
+    # Templated vs static (decoy), nginx's static 200 (the most any server answers on
+    # this machine under this load), then WireMock: interleaved rounds.
     rounds = {"static/decoy": [], "templated/decoy": []}
+    with_nginx = shutil.which("nginx") is not None
+    if with_nginx:
+        rounds["static/nginx"] = []
     for _ in range(3):
-        for label, path in (("static/decoy", "/static"), ("templated/decoy", "/t/abc?q=xyz")):
-            s = decoy(root, free_port(), "--plugin-cache-dir", str(cache))
+        for label in rounds:
+            path = "/t/abc?q=xyz" if label == "templated/decoy" else "/static"
+            if label == "static/nginx":
+                s = nginx(base, free_port())
+            else:
+                s = decoy(root, free_port(), "--plugin-cache-dir", str(cache))
             try:
                 s.start()
-                check_body(s.port, path, "segment abc q xyz")
+                if label != "static/nginx":
+                    check_body(s.port, path, "segment abc q xyz")
                 wrk(s.port, path=path, duration=2)
                 r = wrk(s.port, path=path, duration=d)
                 r["rss_mib"] = s.rss_mib()
@@ -92,13 +89,18 @@ def main():
     try:
         s.start()
         check_body(s.port, "/t/abc?q=xyz", "segment abc q xyz")
-        warmed = warm_up(s.port, "/t/abc?q=xyz")
+        warmed = warm_up(s.port, path="/t/abc?q=xyz")
         print(f"{'WireMock warm-up':24s} {', '.join(f'{x:.0f}' for x in warmed)} req/s", flush=True)
         r = wrk(s.port, path="/t/abc?q=xyz", duration=d)
         r["warm_up_rps"] = warmed
         r["rss_mib"] = s.rss_mib()
         results["templated/wiremock"] = r
         print(f"{'templated/wiremock':24s} {r['rps']:10.0f} req/s  p99 {r['p99_ms']:.2f} ms  errors {r['errors']}", flush=True)
+        # The same warm WireMock on the static stub: what templating costs it.
+        check_body(s.port, "/static", "segment abc q xyz")
+        r = wrk(s.port, path="/static", duration=d)
+        results["static/wiremock"] = r
+        print(f"{'static/wiremock':24s} {r['rps']:10.0f} req/s  p99 {r['p99_ms']:.2f} ms  errors {r['errors']}", flush=True)
     finally:
         s.stop()
 

@@ -88,7 +88,8 @@ def render(r, duration):
 
 Measured by `bench/run.sh` on {datetime.date.today().isoformat()} ({platform.machine()}, {_cpus()} CPUs, shared):
 decoy, WireMock 3.13.2 standalone (`--no-request-journal --disable-request-logging
---async-response-enabled=true`, warmed up for 15 s) and nginx returning a static 200,
+--async-response-enabled=true`, loaded in 8 s rounds until two in a row agree within
+5%, so its JIT has settled) and nginx returning a static 200,
 one after another in the same run, each driven by `wrk -t2 -c64 -d{duration}s` on
 127.0.0.1 (the delay row uses 1,000 connections). The load generator shares the
 two cores with the server, so absolute figures are lower than on a dedicated box and
@@ -201,6 +202,7 @@ def render_plugins(path):
     data = json.loads(path.read_text())
     g = lambda k, f: (data.get(k) or {}).get(f)
     static, templated, wm = g("static/decoy", "rps"), g("templated/decoy", "rps"), g("templated/wiremock", "rps")
+    ceiling, wm_static = g("static/nginx", "rps"), g("static/wiremock", "rps")
     none, many = g("startup/none", "median_ms"), g("startup/100-unreferenced", "median_ms")
     pc = data.get("per-call", {})
     rounds = lambda k: ", ".join(fmt(x) for x in (g(k, "all_rps") or []))
@@ -209,6 +211,18 @@ def render_plugins(path):
     warm = (f"WireMock was loaded in rounds of 8 s until two in a row agreed within 5% "
             f"({', '.join(fmt(x) for x in warm_rates)} req/s), so its JIT had settled, "
             f"before its measured round." if warm_rates else "WireMock was warmed up for 15 s.")
+    bound = ""
+    if wm:
+        bound = (f"\n\nTen times WireMock's templated figure is {fmt(10 * wm)} req/s. decoy's static stub, "
+                 f"the most its templated row could reach if templating cost nothing, is {fmt(static)} req/s "
+                 f"here ({fmt(ratio(static, wm), 1)}× WireMock's templated figure)")
+        if ceiling:
+            bound += (f", and nginx's static 200 under the same load is {fmt(ceiling)} req/s "
+                      f"(rounds: {rounds('static/nginx')})")
+        bound += "."
+        if wm_static:
+            bound += (f" Warm, WireMock's templating costs it {fmt(100 * (1 - wm / wm_static), 0)}% of its static "
+                      f"figure; decoy's costs it {fmt(100 * (1 - (ratio(templated, static) or 0)), 0)}%.")
     targets = [
         _target("templated vs decoy's static figure", fmt(ratio(templated, static), 2) + "×", "≥ 0.5×",
                 (ratio(templated, static) or 0) >= 0.5),
@@ -233,6 +247,8 @@ every body was checked before the load. {warm}
 | decoy, static stub | {fmt(static)} | {fmt(g("static/decoy", "p99_ms"), 2)} | {fmt(g("static/decoy", "rss_mib"), 1)} |
 | decoy, templated (response-template plugin) | {fmt(templated)} | {fmt(g("templated/decoy", "p99_ms"), 2)} | {fmt(g("templated/decoy", "rss_mib"), 1)} |
 | WireMock, templated | {fmt(wm)} | {fmt(g("templated/wiremock", "p99_ms"), 2)} | {fmt(g("templated/wiremock", "rss_mib"), 1)} |
+| WireMock, static stub (same warm JVM) | {fmt(wm_static)} | {fmt(g("static/wiremock", "p99_ms"), 2)} | |
+| nginx, static 200 (the ceiling) | {fmt(ceiling)} | {fmt(g("static/nginx", "p99_ms"), 2)} | |{bound}
 
 Start-up, spawn to first answer, 10 plain stubs, median of 15 interleaved runs: with
 no `plugins/` folder {fmt(none, 1)} ms; with 100 unreferenced 750 KB plugins in it
