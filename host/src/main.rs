@@ -33,7 +33,8 @@ enum Command {
     /// Work with WASM plugins (`decoy plugin check FILE.wasm`).
     Plugin(commands::plugin::PluginArgs),
     /// Ask a running decoy for `GET /__admin/health`: exit 0 when healthy, 1 when not
-    /// (the container image's health check).
+    /// (the container image's health check). With `--admin-token` on the server, set
+    /// DECOY_ADMIN_TOKEN to the same token.
     Health(commands::health::HealthArgs),
 }
 
@@ -52,9 +53,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("decoy: error: {e}");
+            commands::say::err(format_args!("decoy: error: {e}"));
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                commands::say::err(format_args!("  caused by: {cause}"));
             }
             ExitCode::from(2)
         }

@@ -1,5 +1,6 @@
 //! `decoy health`: asks a running decoy for `GET /__admin/health` and exits 0 when it
-//! answers 200, 1 otherwise. It is the container image's `HEALTHCHECK` (a `FROM
+//! answers 200, 1 otherwise. A server started with `--admin-token` is asked with the
+//! token in `DECOY_ADMIN_TOKEN`. It is the container image's `HEALTHCHECK` (a `FROM
 //! scratch` image has no curl), so it is plain blocking std networking: no runtime,
 //! no TLS, a bounded wait.
 
@@ -33,22 +34,34 @@ pub fn run(args: HealthArgs) -> anyhow::Result<ExitCode> {
     match ask(&args.host, port, timeout) {
         Ok(line) if line.split_whitespace().nth(1) == Some("200") => {
             if !args.quiet {
-                println!("healthy: {}:{port} answered {line}", args.host);
+                super::say::out(format_args!(
+                    "healthy: {}:{port} answered {line}",
+                    args.host
+                ));
             }
             Ok(ExitCode::SUCCESS)
         }
         Ok(line) => {
-            eprintln!(
-                "unhealthy: {}:{port} answered {line:?} to GET /__admin/health",
-                args.host
-            );
+            if !args.quiet {
+                super::say::err(format_args!(
+                    "unhealthy: {}:{port} answered {line:?} to GET /__admin/health{}",
+                    args.host,
+                    if line.split_whitespace().nth(1) == Some("401") {
+                        " (the admin API asks for a token: set DECOY_ADMIN_TOKEN)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             Ok(ExitCode::from(1))
         }
         Err(e) => {
-            eprintln!(
-                "unhealthy: GET http://{}:{port}/__admin/health failed: {e}",
-                args.host
-            );
+            if !args.quiet {
+                super::say::err(format_args!(
+                    "unhealthy: GET http://{}:{port}/__admin/health failed: {e}",
+                    args.host
+                ));
+            }
             Ok(ExitCode::from(1))
         }
     }

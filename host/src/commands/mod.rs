@@ -4,5 +4,6 @@ pub mod env_options;
 pub mod health;
 pub mod plugin;
 pub mod record;
+pub mod say;
 pub mod serve;
 pub mod validate;

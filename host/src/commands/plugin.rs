@@ -42,10 +42,13 @@ pub fn run(args: PluginArgs) -> anyhow::Result<ExitCode> {
             };
             let report = decoy_plugin_host::check_file(&file, cache.as_deref())
                 .map_err(anyhow::Error::msg)?;
-            println!("{}: a decoy plugin (decoy:plugin@0.1.0)", file.display());
-            println!("  worlds:  {}", report.worlds.join(", "));
-            println!("  exports: {}", report.exports.join(", "));
-            println!("  imports: {}", report.imports.join(", "));
+            super::say::out(format_args!(
+                "{}: a decoy plugin (decoy:plugin@0.1.0)",
+                file.display()
+            ));
+            super::say::out(format_args!("  worlds:  {}", report.worlds.join(", ")));
+            super::say::out(format_args!("  exports: {}", report.exports.join(", ")));
+            super::say::out(format_args!("  imports: {}", report.imports.join(", ")));
             Ok(ExitCode::SUCCESS)
         }
     }

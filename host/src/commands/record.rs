@@ -31,7 +31,7 @@ pub struct RecordArgs {
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     decoy_logging(&args.serve.logging());
     for line in args.serve.ignored() {
-        eprintln!("decoy: {line}");
+        super::say::notice("WARN", format_args!("decoy: {line}"));
     }
     let workers = args.serve.worker_threads();
     let mut spec = json!({
@@ -70,9 +70,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
             .start(&running.store, spec)
             .map_err(|(_, why)| anyhow::anyhow!("cannot start recording: {why}"))?;
         announce(&running);
-        eprintln!(
-            "recording: requests to http://{} are forwarded to {}; press Ctrl-C to stop and write the mappings",
-            running.http_addr, args.target
+        super::say::notice(
+            "INFO",
+            format_args!(
+                "recording: requests to http://{} are forwarded to {}; press Ctrl-C to stop and write the mappings",
+                running.http_addr, args.target
+            ),
         );
         wait_for_signal().await;
         let store = running.store.clone();
@@ -83,9 +86,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .context("writing the recording")?
         .map_err(|(_, why)| anyhow::anyhow!("cannot stop recording: {why}"))?;
         let n = result["mappings"].as_array().map_or(0, Vec::len);
-        eprintln!(
-            "decoy: recorded {n} mapping(s) into {}",
-            running.store.root().join("mappings").display()
+        super::say::notice(
+            "INFO",
+            format_args!(
+                "decoy: recorded {n} mapping(s) into {}",
+                running.store.root().join("mappings").display()
+            ),
         );
         running.shutdown().await;
         Ok(ExitCode::SUCCESS)

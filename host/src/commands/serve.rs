@@ -1,6 +1,5 @@
 //! `decoy serve`: flags follow WireMock's standalone runner where one exists.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -592,7 +591,7 @@ impl ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     decoy_logging(&args.logging());
     for line in args.ignored() {
-        eprintln!("decoy: {line}");
+        super::say::notice("WARN", format_args!("decoy: {line}"));
     }
     let workers = args.worker_threads();
     let opts = args.options();
@@ -605,8 +604,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let stop = running.stopper();
         tokio::spawn(async move {
             signal.wait().await;
-            eprintln!("decoy: shutting down");
+            // Stop first: whatever happens to the line, the server stops.
             let _ = stop.send(true);
+            super::say::notice("INFO", "decoy: shutting down");
         });
         running.wait().await;
         Ok(ExitCode::SUCCESS)
@@ -626,10 +626,10 @@ pub fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime
 /// Prints load problems and the ready line (which tests and scripts wait for).
 pub fn announce(running: &decoy::server::Running) {
     for w in &running.report.warnings {
-        eprintln!("warning: {w}");
+        super::say::notice("WARN", format_args!("warning: {w}"));
     }
     for p in &running.report.problems {
-        eprintln!("rejected: {p}");
+        super::say::notice("ERROR", format_args!("rejected: {p}"));
     }
     let mut line = format!("decoy {} listening on ", env!("CARGO_PKG_VERSION"));
     if !running.http_disabled {
@@ -648,8 +648,7 @@ pub fn announce(running: &decoy::server::Running) {
         " (mappings: {} loaded, {} rejected)",
         running.report.loaded, running.report.rejected
     ));
-    println!("{line}");
-    let _ = std::io::stdout().flush();
+    super::say::out(line);
 }
 
 /// Ctrl-C and SIGTERM, listened for from the moment this is made.
@@ -696,6 +695,7 @@ pub struct Logging {
 }
 
 pub fn decoy_logging(opts: &Logging) {
+    super::say::json_notices(opts.json);
     // lapin logs every message the broker returns (a reply to a queue that no
     // longer exists) at WARN with its whole content; decoy says it in one line.
     // Plugins' `log` calls and their stdout/stderr (target `plugin`) show at info.

@@ -25,44 +25,44 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let shadowed = shadowed_stubs(&report.mappings);
     report.warnings.extend(shadowed);
     for w in &report.warnings {
-        println!("warning: {w}");
+        super::say::out(format_args!("warning: {w}"));
     }
     for p in &report.problems {
-        println!("error: {p}");
+        super::say::out(format_args!("error: {p}"));
     }
-    println!(
+    super::say::out(format_args!(
         "{} file(s): {} mapping(s) valid, {} rejected, {} warning(s)",
         report.files,
         report.mappings.len(),
         report.rejected,
         report.warnings.len()
-    );
+    ));
     let mq = decoy_mq::config::load(&args.root_dir);
     if !mq.is_empty() || !mq.problems.is_empty() {
         for w in &mq.warnings {
-            println!("warning: {w}");
+            super::say::out(format_args!("warning: {w}"));
         }
         for p in &mq.problems {
-            println!("error: {p}");
+            super::say::out(format_args!("error: {p}"));
         }
-        println!(
+        super::say::out(format_args!(
             "MQ: {} connection(s), {} mapping(s) valid, {} rejected, {} problem(s), {} warning(s)",
             mq.connections.len(),
             mq.mappings.len(),
             mq.rejected,
             mq.problems.len(),
             mq.warnings.len()
-        );
+        ));
     }
     // A check that passes on nothing is a trap in CI (a wrong --root-dir, or files
     // put directly in the root instead of under mappings/).
     let nothing = report.files == 0 && mq.is_empty() && mq.problems.is_empty();
     if nothing {
-        println!(
-            "error: no mapping files found: decoy reads {} and {} (or mq-mappings/)",
-            args.root_dir.join("mappings").join("*.json").display(),
-            args.root_dir.join("__files").display()
-        );
+        super::say::out(format_args!(
+            "error: no mapping files found: decoy reads every *.json file under {} (and MQ mappings under {})",
+            args.root_dir.join("mappings").display(),
+            args.root_dir.join("mq-mappings").display()
+        ));
     }
     let failed = nothing
         || report.rejected > 0

@@ -206,6 +206,171 @@ fn wiremock_runner_flags_are_accepted() {
     let _ = child.wait();
 }
 
+/// Waits (10 s at most) for `child` to exit, and returns its status.
+fn exit_within_10s(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+fn sigterm(child: &std::process::Child) {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+}
+
+#[test]
+fn serve_stops_on_sigterm_when_whoever_read_its_stderr_has_gone() {
+    // `decoy serve 2>&1 | tee log`, then Ctrl-C: tee dies first. The start-up
+    // problems and the "shutting down" line then go to a closed pipe, which must
+    // neither end decoy early nor keep it running after the signal.
+    let dir = root(&[("mappings/good.json", GOOD), ("mappings/bad.json", BAD)]);
+    let mut child = decoy()
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--bind-address",
+            "127.0.0.1",
+            "--root-dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    assert!(http_get(port, "/hi").ends_with("hello"));
+    sigterm(&child);
+    let status = exit_within_10s(&mut child).expect("decoy still running 10 s after SIGTERM");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn serve_goes_on_when_whoever_read_its_stdout_has_gone() {
+    // `decoy serve | true`: the ready line goes to a closed pipe.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    let mut child = decoy()
+        .args(["serve", "--bind-address", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .arg("--root-dir")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut answered = false;
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("decoy exited ({status}) when its stdout was closed: {err}");
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            answered = http_get(port, "/hi").ends_with("hello");
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The ready line is written after the listener opens: give it time to be written.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "decoy exited after its ready line"
+    );
+    assert!(answered, "decoy never answered on port {port}");
+    sigterm(&child);
+    let status = exit_within_10s(&mut child).expect("decoy still running 10 s after SIGTERM");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn with_json_logs_the_start_up_problems_are_json_lines_too() {
+    let dir = root(&[
+        ("mappings/good.json", GOOD),
+        ("mappings/bad.json", BAD),
+        ("stray.json", GOOD),
+    ]);
+    let (mut child, _port, _line) =
+        spawn_on_port_zero(&["serve", "--log-format", "json"], dir.path());
+    sigterm(&child);
+    exit_within_10s(&mut child).expect("decoy stops on SIGTERM");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let has = |level: &str, text: &str| {
+        lines.iter().any(|v| {
+            v["level"] == level
+                && v["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(text))
+        })
+    };
+    assert!(has("ERROR", "rejected: mappings/bad.json"), "{err}");
+    assert!(has("WARN", "stray.json"), "{err}");
+    assert!(has("INFO", "decoy: shutting down"), "{err}");
+}
+
+#[test]
+fn health_quiet_prints_nothing_when_unhealthy_either() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = decoy()
+        .args(["health", "-q", "--port"])
+        .arg(port.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    let out = decoy()
+        .args(["health", "--port"])
+        .arg(port.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("unhealthy: "),
+        "{out:?}"
+    );
+}
+
 /// Starts `decoy ARGS --port 0 --bind-address 127.0.0.1`; returns the process, the
 /// port it chose and its ready line.
 fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::Child, u16, String) {
