@@ -22,13 +22,15 @@ enum Command {
     /// Serve the mappings of a root directory over HTTP (and HTTPS).
     // A flag given twice keeps its last value, so the command line's arguments win
     // over DECOY_OPTIONS / WIREMOCK_OPTIONS, which come before them.
-    #[command(args_override_self = true)]
+    // A negative number is a value (refused naming its option), not an unknown flag.
+    #[command(args_override_self = true, allow_negative_numbers = true)]
     Serve(commands::serve::ServeArgs),
     /// Load a root directory like `serve`, print every problem, and exit non-zero if
     /// any mapping was rejected (for CI).
     Validate(commands::validate::ValidateArgs),
     /// Forward every request to a real service and, on Ctrl-C, write what went
     /// through as mappings (and body files) into the root directory.
+    #[command(allow_negative_numbers = true)]
     Record(commands::record::RecordArgs),
     /// Work with WASM plugins (`decoy plugin check FILE.wasm`).
     Plugin(commands::plugin::PluginArgs),

@@ -805,6 +805,10 @@ fn bad_option_values_are_refused_naming_the_option_and_the_reason() {
             "--admin-api-basic-auth",
         ),
         (vec!["--container-threads", "0"], "--container-threads"),
+        (
+            vec!["--max-request-journal-entries", "-5"],
+            "--max-request-journal-entries",
+        ),
         (vec!["--jetty-idle-timeout", "soon"], "--jetty-idle-timeout"),
         (vec!["--proxy-all", "not a url"], "--proxy-all"),
         (vec!["--proxy-via", "no-port"], "--proxy-via"),
