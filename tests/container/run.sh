@@ -95,7 +95,10 @@ ok "decoy health exits non-zero when nothing answers"
 user=$("${engine[@]}" inspect --format '{{.Config.User}}' "$tag")
 [ "$user" = 10001:10001 ] || fail "the image runs as '$user'"
 ok "the image runs as a non-root user ($user)"
-"${engine[@]}" logs "$a" 2>&1 | grep -q 'GET /hello -> 200' || fail "--verbose from DECOY_OPTIONS did not log the request"
+# The log is read whole before it is searched: with pipefail, `logs | grep -q` fails
+# whenever grep stops reading before the engine has written everything.
+log=$("${engine[@]}" logs "$a" 2>&1)
+grep -q 'GET /hello -> 200' <<<"$log" || fail "--verbose from DECOY_OPTIONS did not log the request"
 ok "--verbose from DECOY_OPTIONS logs requests"
 "${engine[@]}" stop -t 10 "$a" >/dev/null
 code=$("${engine[@]}" inspect --format '{{.State.ExitCode}}' "$a")
