@@ -248,13 +248,7 @@ fn serve_stops_on_sigterm_when_whoever_read_its_stderr_has_gone() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    let port: u16 = line
-        .split("127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    assert!(http_get(port, "/hi").ends_with("hello"));
+    assert!(http_get(port_of(&line), "/hi").ends_with("hello"));
     sigterm(&child);
     let status = exit_within_10s(&mut child).expect("decoy still running 10 s after SIGTERM");
     assert!(status.success(), "{status}");
@@ -263,11 +257,7 @@ fn serve_stops_on_sigterm_when_whoever_read_its_stderr_has_gone() {
 #[test]
 fn serve_goes_on_when_whoever_read_its_stdout_has_gone() {
     // `decoy serve | true`: the ready line goes to a closed pipe.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::free_port();
     let dir = root(&[("mappings/good.json", GOOD)]);
     let mut child = decoy()
         .args(["serve", "--bind-address", "127.0.0.1", "--port"])
@@ -347,11 +337,7 @@ fn with_json_logs_the_start_up_problems_are_json_lines_too() {
 
 #[test]
 fn health_quiet_prints_nothing_when_unhealthy_either() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::free_port();
     let out = decoy()
         .args(["health", "-q", "--port"])
         .arg(port.to_string())
@@ -386,13 +372,17 @@ fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::C
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let port = line
-        .split("127.0.0.1:")
+    let port = port_of(&line);
+    (child, port, line)
+}
+
+/// The port in decoy's ready line (`... listening on http://127.0.0.1:PORT ...`).
+fn port_of(line: &str) -> u16 {
+    line.split("127.0.0.1:")
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (child, port, line)
+        .unwrap_or_else(|| panic!("no port in {line:?}"))
 }
 
 #[test]

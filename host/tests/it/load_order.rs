@@ -62,11 +62,7 @@ fn wiremock_listing(root: &Path) -> (String, Vec<String>) {
             .is_ok(),
         "java is not installed"
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::free_port();
     let mut child = std::process::Command::new("java")
         .arg("-jar")
         .arg(&jar)
