@@ -164,7 +164,8 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(services.cfg.idle_timeout);
+        // A timer per request; the connection's watchdog does this job (see conns.rs).
+        .header_read_timeout(None);
     builder.http2().timer(TokioTimer::new());
     let http2 = if acceptor.is_some() {
         services.cfg.http2_tls

@@ -282,6 +282,49 @@ async fn silent_connections_and_bare_h2_prefaces_are_closed_after_the_idle_timeo
 }
 
 #[tokio::test]
+async fn a_request_head_trickled_in_slower_than_the_idle_timeout_is_cut_off() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = root(&[("mappings/a.json", STUB)]);
+    let server = start(with_http(dir.path(), |h| {
+        h.idle_timeout = Duration::from_millis(300)
+    }))
+    .await
+    .unwrap();
+    let stream = tokio::net::TcpStream::connect(server.http_addr)
+        .await
+        .unwrap();
+    let (mut read, mut write) = stream.into_split();
+    // A slowloris: a header byte every 50 ms, never the blank line ending the head.
+    let trickle = tokio::spawn(async move {
+        write.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n").await?;
+        for _ in 0..400 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            write.write_all(b"X").await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let closed = tokio::time::timeout(Duration::from_secs(15), async {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = [0u8; 256];
+        loop {
+            match read.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "a head still unfinished after the idle timeout closes its connection, however steadily its bytes arrive"
+    );
+    trickle.abort();
+    // The server still answers a well-behaved client.
+    assert_eq!(get(server.http_addr, "/a").await.status, 200);
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn past_the_connection_cap_new_connections_are_closed_until_one_ends() {
     let dir = root(&[("mappings/a.json", STUB)]);
     let server = start(with_http(dir.path(), |h| h.max_connections = Some(3)))
