@@ -220,6 +220,10 @@ def render_plugins(path):
             bound += (f", and nginx's static 200 under the same load is {fmt(ceiling)} req/s "
                       f"(rounds: {rounds('static/nginx')})")
         bound += "."
+        if ceiling and 10 * wm > ceiling:
+            bound += (f" So the 10× goal asks for more than nginx answers with a static 200 on the same "
+                      f"machine in the same run ({fmt(10 * wm / ceiling, 2)}× nginx's figure): no HTTP server "
+                      f"here reaches it, templated or not.")
         if wm_static:
             bound += (f" Warm, WireMock's templating costs it {fmt(100 * (1 - wm / wm_static), 0)}% of its static "
                       f"figure; decoy's costs it {fmt(100 * (1 - (ratio(templated, static) or 0)), 0)}%.")
