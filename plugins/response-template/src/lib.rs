@@ -282,9 +282,42 @@ pub fn registry() -> &'static Handlebars<'static> {
 /// Compiles `text` after rewriting WireMock-only paths into this model's names.
 pub fn compile(text: &str) -> Result<Template, Error> {
     let text = rewrite_paths(text);
-    let mut t = Template::compile(&text).map_err(|e| Error(format!("bad template: {e}")))?;
+    let mut t = Template::compile(&text).map_err(|e| Error(template_error(&e, &text)))?;
     values_through_helper(&mut t);
     Ok(t)
+}
+
+/// A template that does not compile, said on one line (it goes into a log line and
+/// a 500 answer): where, and a few characters from there. The handlebars crate's own
+/// text is a multi-line excerpt with the parser's list of expected tokens.
+fn template_error(e: &handlebars::TemplateError, text: &str) -> String {
+    use handlebars::TemplateErrorReason as R;
+    let reason = match e.reason() {
+        R::InvalidSyntax(_) => "invalid Handlebars syntax".to_owned(),
+        other => other.to_string(),
+    };
+    let Some((line, column)) = e.pos() else {
+        return format!("bad template: {reason}");
+    };
+    let rest = text.lines().nth(line.saturating_sub(1)).and_then(|l| {
+        l.char_indices()
+            .nth(column.saturating_sub(1))
+            .map(|(i, _)| &l[i..])
+    });
+    let at = match rest {
+        Some(rest) => {
+            let near: String = rest.chars().take(24).collect();
+            let more = if rest.chars().count() > 24 { "..." } else { "" };
+            format!("at line {line}, column {column}, near \"{near}{more}\"")
+        }
+        None if line >= text.lines().count() => {
+            format!(
+                "at line {line}, column {column}: the template ends before a {{{{...}}}} or a {{{{#block}}}} is closed"
+            )
+        }
+        None => format!("at the end of line {line}"),
+    };
+    format!("bad template: {reason} {at}")
 }
 
 /// Makes each plain value expression (`{{request.query.tag}}`, `{{this}}`) a call

@@ -685,3 +685,25 @@ fn host_and_port_come_from_a_base_url_without_its_default_port() {
     assert_eq!(base_url_parts("http://[::1]:9"), ("http", "[::1]", Some(9)));
     assert_eq!(base_url_parts("http://[::1]"), ("http", "[::1]", Some(80)));
 }
+
+#[test]
+fn a_template_that_does_not_compile_is_described_on_one_line_saying_where() {
+    let message = |t: &str| compile(t).err().expect("does not compile").0;
+    let unclosed = message("hello {{#if request.url}} unclosed");
+    assert_eq!(
+        unclosed,
+        "bad template: invalid Handlebars syntax at line 1, column 35: the template ends \
+         before a {{...}} or a {{#block}} is closed"
+    );
+    let stray = message("{\n  \"a\": \"{{request.path}\",\n  \"b\": 1\n}");
+    assert!(!stray.contains('\n'), "{stray}");
+    assert!(
+        stray.starts_with("bad template: invalid Handlebars syntax at line 2"),
+        "{stray}"
+    );
+    let mismatched = message("{{#each request.query.v}}x{{/if}}");
+    assert!(
+        mismatched.starts_with("bad template: helper \"each\" was opened, but \"if\" is closing"),
+        "{mismatched}"
+    );
+}
