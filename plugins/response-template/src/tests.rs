@@ -688,7 +688,7 @@ fn host_and_port_come_from_a_base_url_without_its_default_port() {
 
 #[test]
 fn a_template_that_does_not_compile_is_described_on_one_line_saying_where() {
-    let message = |t: &str| compile(t).err().expect("does not compile").0;
+    let message = |t: &str| compile(t).expect_err("does not compile").0;
     let unclosed = message("hello {{#if request.url}} unclosed");
     assert_eq!(
         unclosed,
