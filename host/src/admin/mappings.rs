@@ -125,7 +125,7 @@ impl Admin {
         &self,
         mut v: Value,
         forced_id: Option<&str>,
-    ) -> Result<Mapping, Vec<FieldError>> {
+    ) -> Result<(Mapping, Vec<FieldError>), Vec<FieldError>> {
         if let Value::Object(obj) = &mut v {
             if let Some(id) = forced_id {
                 obj.insert("id".into(), Value::String(id.to_owned()));
@@ -151,7 +151,14 @@ impl Admin {
         for w in &warnings {
             tracing::warn!("admin API mapping: {w}");
         }
-        parsed
+        Ok((parsed?, warnings))
+    }
+
+    /// Adds or replaces the stub, then keeps its warnings for `GET /__admin/problems`.
+    fn upsert(&self, (m, warnings): (Mapping, Vec<FieldError>)) -> decoy_core::store::Upserted {
+        let done = self.store.upsert(m);
+        self.store.note_api_warnings(&done.mapping.id, warnings);
+        done
     }
 
     fn create_mapping(&self, req: &AdminRequest) -> AdminReply {
@@ -161,7 +168,7 @@ impl Admin {
         };
         match self.parse_api_mapping(v, None) {
             Err(errs) => AdminReply::json(422, json::errors(&errs)),
-            Ok(m) if self.find_mapping(&m.id).is_some() => AdminReply::json(
+            Ok((m, _)) if self.find_mapping(&m.id).is_some() => AdminReply::json(
                 422,
                 json!({ "errors": [ {
                     "code": 109,
@@ -172,8 +179,8 @@ impl Admin {
                     ),
                 } ] }),
             ),
-            Ok(m) => {
-                let done = self.store.upsert(m);
+            Ok(parsed) => {
+                let done = self.upsert(parsed);
                 match &done.not_saved {
                     Some(e) => not_saved(e),
                     None => AdminReply::json(201, json::mapping(&done.mapping)),
@@ -188,8 +195,8 @@ impl Admin {
             Err(r) => return r,
         };
         match self.parse_api_mapping(v, Some(id)) {
-            Ok(m) => {
-                let done = self.store.upsert(m);
+            Ok(parsed) => {
+                let done = self.upsert(parsed);
                 match &done.not_saved {
                     Some(e) => not_saved(e),
                     None => AdminReply::json(200, json::mapping(&done.mapping)),
@@ -253,15 +260,15 @@ impl Admin {
             .map(|m| m.id.clone())
             .collect();
         let imported: std::collections::HashSet<Arc<str>> =
-            parsed.iter().map(|m| m.id.clone()).collect();
+            parsed.iter().map(|(m, _)| m.id.clone()).collect();
         // WireMock adds the stubs from the last to the first (so the first wins a tie,
         // as the newest), then removes the others, and stops at the first file it
         // cannot write or delete.
         for m in parsed.into_iter().rev() {
-            if policy == "IGNORE" && existing.contains(&m.id) {
+            if policy == "IGNORE" && existing.contains(&m.0.id) {
                 continue;
             }
-            if let Some(e) = &self.store.upsert(m).not_saved {
+            if let Some(e) = &self.upsert(m).not_saved {
                 return not_saved(e);
             }
         }

@@ -99,6 +99,9 @@ struct State {
     /// File stubs left out because a stub read earlier has their id (recomputed on
     /// every publish).
     duplicates: Vec<Problem>,
+    /// Warnings of stubs posted through the admin API (a plugin they name is
+    /// missing, ...), by id; listed while such a stub is an API stub or an edit.
+    api_warnings: HashMap<Arc<str>, Vec<decoy_spec::fields::FieldError>>,
     /// The next `added` value: files and API stubs share one clock, so a stub that
     /// came later (a new file, or one posted to the API) wins ties, as in WireMock.
     clock: u64,
@@ -505,7 +508,8 @@ impl Store {
         self.swaps.load(Ordering::Relaxed)
     }
 
-    /// Current problems and warnings of every file.
+    /// Current problems and warnings of every file, then the warnings of stubs
+    /// posted through the admin API (see [`Store::note_api_warnings`]).
     pub fn problems(&self) -> (Vec<Problem>, Vec<Problem>) {
         let st = self.lock();
         let files = st.files_in_order();
@@ -514,11 +518,37 @@ impl Store {
             .flat_map(|(_, f)| f.problems.iter().cloned())
             .chain(st.duplicates.iter().cloned())
             .collect();
+        let api = st.api.iter().map(|(_, m)| m).chain(st.overrides.values());
+        let api_warnings = api.flat_map(|m| {
+            let errors = st.api_warnings.get(&m.id).map_or(&[][..], Vec::as_slice);
+            errors.iter().map(|e| Problem {
+                file: PathBuf::new(),
+                stub: Some(load::StubRef {
+                    index: 0,
+                    id: Some(m.id.to_string()),
+                    name: m.name.as_deref().map(str::to_owned),
+                }),
+                error: e.clone(),
+            })
+        });
         let warnings = files
             .iter()
             .flat_map(|(_, f)| f.warnings.iter().cloned())
+            .chain(api_warnings)
             .collect();
         (problems, warnings)
+    }
+
+    /// Keeps the warnings found when stub `id` was posted through the admin API, in
+    /// place of any it had, for [`Store::problems`]. Only this instance lists them
+    /// when state is shared: the others were handed the stub, not its warnings.
+    pub fn note_api_warnings(&self, id: &Arc<str>, warnings: Vec<decoy_spec::fields::FieldError>) {
+        let mut st = self.lock();
+        if warnings.is_empty() {
+            st.api_warnings.remove(id);
+        } else {
+            st.api_warnings.insert(id.clone(), warnings);
+        }
     }
 
     /// Adds or replaces (by id) a stub through the API. A persistent stub is written
@@ -759,6 +789,7 @@ impl Store {
         let mut st = self.lock();
         st.api.clear();
         st.overrides.clear();
+        st.api_warnings.clear();
         for (id, rel) in std::mem::take(&mut st.api_files) {
             if let Err(e) = self.delete_file(&id, &rel) {
                 tracing::warn!("{e}");
@@ -798,6 +829,7 @@ impl Store {
             let mut st = self.lock();
             st.api.clear();
             st.overrides.clear();
+            st.api_warnings.clear();
             st.deleted.clear();
             st.files.clear();
             st.api_files.clear();

@@ -38,7 +38,7 @@ impl StubRef {
 /// One problem (or warning) found while loading.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// Relative to the root directory.
+    /// Relative to the root directory; empty for a stub posted through the admin API.
     pub file: PathBuf,
     pub stub: Option<StubRef>,
     pub error: FieldError,
@@ -46,9 +46,13 @@ pub struct Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
+        match &self.stub {
+            // A stub posted through the admin API has no file.
+            Some(_) if self.file.as_os_str().is_empty() => write!(f, "admin API: mapping")?,
+            Some(s) => write!(f, "{}: mapping #{}", self.file.display(), s.index)?,
+            None => write!(f, "{}", self.file.display())?,
+        }
         if let Some(s) = &self.stub {
-            write!(f, ": mapping #{}", s.index)?;
             match (&s.id, &s.name) {
                 (Some(id), Some(name)) => write!(f, " (id {id}, name {name:?})")?,
                 (Some(id), None) => write!(f, " (id {id})")?,
