@@ -255,7 +255,7 @@ impl StringPattern {
             StringPattern::Anything => "anything".into(),
             StringPattern::EqualToJson(eq) => jackson_pretty(&eq.expected),
             StringPattern::MatchesJsonPath { expression, .. } => expression.clone(),
-            StringPattern::MatchesJsonSchema(_) => String::new(),
+            StringPattern::MatchesJsonSchema(v) => jackson_pretty(&v.1),
             StringPattern::EqualToXml(x) => {
                 xml_pretty(&x.expected_text).unwrap_or_else(|| x.expected_text.clone())
             }

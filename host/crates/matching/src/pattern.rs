@@ -103,7 +103,8 @@ pub enum StringPattern {
         length: bool,
         sub: Option<Box<StringPattern>>,
     },
-    MatchesJsonSchema(Box<jsonschema::Validator>),
+    /// The compiled validator, and the schema as written for the not-matched report.
+    MatchesJsonSchema(Box<(jsonschema::Validator, Value)>),
     EqualToXml(Box<xml::XmlEquality>),
     MatchesXPath {
         xpath: Box<xml::XPathSpec>,
@@ -279,7 +280,7 @@ impl StringPattern {
                 };
                 let validator = jsonschema::validator_for(&schema)
                     .map_err(|e| FieldError::new(&vpath, format!("invalid JSON Schema: {e}")))?;
-                StringPattern::MatchesJsonSchema(Box::new(validator))
+                StringPattern::MatchesJsonSchema(Box::new((validator, schema)))
             }
             "equalToXml" => {
                 StringPattern::EqualToXml(Box::new(xml::XmlEquality::parse(value, obj, &vpath)?))
@@ -401,7 +402,7 @@ impl StringPattern {
             }
             StringPattern::MatchesJsonSchema(v) => a
                 .json()
-                .is_some_and(|doc| !crate::limits::past_deadline() && v.is_valid(doc)),
+                .is_some_and(|doc| !crate::limits::past_deadline() && v.0.is_valid(doc)),
             StringPattern::EqualToXml(eq) => a.xml().is_some_and(|doc| eq.matches(doc)),
             StringPattern::MatchesXPath { xpath, sub } => {
                 let Some(doc) = a.xml() else { return false };
