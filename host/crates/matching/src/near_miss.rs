@@ -1425,6 +1425,30 @@ mod tests {
     }
 
     #[test]
+    fn a_json_schema_is_shown_pretty_printed_under_its_operator() {
+        // As WireMock 3.13.2 printed it for a real user's stub (the schema written as
+        // a string, keys in their written order).
+        let p = pattern(json!({
+            "method": "POST", "url": "/schema-match",
+            "bodyPatterns": [{"matchesJsonSchema": "{\"type\": \"object\", \"required\": [\"name\"]}"}]
+        }));
+        let rows = p.report_rows(&request(
+            "POST",
+            "/schema-match",
+            &[],
+            r#"{"nothing": "matches"}"#,
+        ));
+        assert_eq!(
+            rows.last(),
+            Some(&row(
+                "[matchesJsonSchema]\n{\n  \"type\" : \"object\",\n  \"required\" : [ \"name\" ]\n}",
+                "\n{\"nothing\": \"matches\"}",
+                Some("Body does not match")
+            ))
+        );
+    }
+
+    #[test]
     fn an_absent_body_is_not_present_for_a_path_pattern() {
         let p = pattern(json!({"urlPath": "/q", "bodyPatterns": [{"matchesJsonPath": "$.a"}]}));
         let rows = p.report_rows(&request("GET", "/q", &[], ""));
