@@ -456,22 +456,29 @@ def main():
 # Sections measured by other scripts (bench/ab.py's side-by-side runs,
 # bench/dashboard.py) that a full
 # run does not measure again: carried over from the page as it was.
-KEPT_SECTIONS = (
-    "## Renovation: crates, memory, start-up (issue 10)",
-    "## Live dashboard (issue 15)",
-)
+def sections(text):
+    """The page cut at each `## ` heading: (heading line, text up to the next one)."""
+    cuts = [0] + [i + 1 for i in range(len(text)) if text.startswith("\n## ", i)]
+    parts = [text[a:b] for a, b in zip(cuts, cuts[1:] + [len(text)])]
+    return [(p.split("\n", 1)[0] if p.startswith("## ") else "", p) for p in parts]
 
 
 def write_report(r, out, duration):
     from report import render  # bench/report.py
     doc = render(r, duration)
     old = out.read_text() if out.exists() else ""
-    for heading in KEPT_SECTIONS:
-        if heading in old and heading not in doc:
-            start = old.index(heading)
-            end = old.find("\n## ", start + 1)
-            section = old[start:end if end >= 0 else len(old)].rstrip() + "\n\n"
-            doc = doc.replace("## Notes", section + "## Notes", 1)
+    # Sections this run does not write (issue write-ups, other scripts' sections) are
+    # kept, before or after the notes as they were: a run rewrites its own figures and
+    # loses nothing else.
+    before, after, seen_notes = [], [], False
+    for heading, text in sections(old):
+        if heading == "## Notes":
+            seen_notes = True
+        elif heading and heading not in doc:
+            (after if seen_notes else before).append(text.rstrip() + "\n\n")
+    doc = doc.replace("## Notes", "".join(before) + "## Notes", 1)
+    if after:
+        doc = doc.rstrip() + "\n\n" + "".join(after).rstrip() + "\n"
     out.write_text(doc)
     print(f"wrote {out}")
 
