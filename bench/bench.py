@@ -477,6 +477,12 @@ def write_report(r, out, duration):
         elif heading and heading not in doc:
             (after if seen_notes else before).append(text.rstrip() + "\n\n")
     doc = doc.replace("## Notes", "".join(before) + "## Notes", 1)
+    # The plugin section's text after its generated block is written by hand: kept.
+    from report import PLUGINS_END
+    if PLUGINS_END in old and PLUGINS_END in doc:
+        tail = old.split(PLUGINS_END, 1)[1]
+        by_hand = tail[:tail.find("\n## ")] if "\n## " in tail else tail
+        doc = doc.replace(PLUGINS_END, PLUGINS_END + by_hand.rstrip() + "\n", 1)
     if after:
         doc = doc.rstrip() + "\n\n" + "".join(after).rstrip() + "\n"
     out.write_text(doc)
