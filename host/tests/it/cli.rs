@@ -197,10 +197,7 @@ fn wiremock_runner_flags_are_accepted() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = ready_line(&mut child);
     assert!(line.contains("listening on"), "{line}");
     child.kill().unwrap();
     let _ = child.wait();
@@ -368,12 +365,18 @@ fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::C
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let line = ready_line(&mut child);
+    let port = port_of(&line);
+    (child, port, line)
+}
+
+/// The first line `child` prints on stdout (decoy's ready line); stdout is closed after.
+fn ready_line(child: &mut std::process::Child) -> String {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let port = port_of(&line);
-    (child, port, line)
+    line
 }
 
 /// The port in decoy's ready line (`... listening on http://127.0.0.1:PORT ...`).
@@ -658,10 +661,7 @@ fn start_and_stop(args: &[String]) -> Result<(String, String), String> {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = ready_line(&mut child);
     let _ = child.kill();
     let mut err = String::new();
     child
@@ -1323,10 +1323,7 @@ fn disable_http_serves_https_only() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = ready_line(&mut child);
     assert!(line.contains("listening on https://127.0.0.1:"), "{line}");
     assert!(!line.contains("http://"), "{line}");
     child.kill().unwrap();
@@ -1399,16 +1396,8 @@ fn running_out_of_file_descriptors_is_logged_and_survived() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line
-        .split("127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let line = ready_line(&mut child);
+    let port = port_of(&line);
     let held: Vec<std::net::TcpStream> = (0..150)
         .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
         .collect();

@@ -232,11 +232,13 @@ async fn a_custom_matcher_no_plugin_provides_is_loaded_never_matches_and_is_repo
 #[tokio::test]
 async fn a_stub_posted_through_the_admin_api_naming_a_missing_plugin_is_listed_in_problems_until_removed()
  {
+    const ID: &str = "0d8f4e0a-5b4f-4a57-9d33-3f1f6a0e2b11";
+    let at = format!("/__admin/mappings/{ID}");
     let dir = crate::common::root(&[]);
     let server = crate::common::serve(dir.path()).await;
     let addr = server.http_addr;
     let stub = json!({
-        "id": "0d8f4e0a-5b4f-4a57-9d33-3f1f6a0e2b11",
+        "id": ID,
         "name": "todo list",
         "request": {"urlPath": "/todo", "customMatcher": {"name": "state-matcher"}},
         "response": {"body": "from the state"}
@@ -263,37 +265,16 @@ async fn a_stub_posted_through_the_admin_api_naming_a_missing_plugin_is_listed_i
     );
     // Edited to need no plugin: nothing to say any more.
     let fixed = json!({"request": {"urlPath": "/todo"}, "response": {"body": "plain"}});
-    let edited = send(
-        addr,
-        "PUT",
-        "/__admin/mappings/0d8f4e0a-5b4f-4a57-9d33-3f1f6a0e2b11",
-        &[],
-        &fixed.to_string(),
-    )
-    .await;
+    let edited = send(addr, "PUT", &at, &[], &fixed.to_string()).await;
     assert_eq!(edited.status, 200, "{}", edited.body);
     assert!(problems(&get(addr, "/__admin/problems").await.body).is_empty());
     // Posted again with the missing plugin, then removed: gone from the list too.
-    send(
-        addr,
-        "PUT",
-        "/__admin/mappings/0d8f4e0a-5b4f-4a57-9d33-3f1f6a0e2b11",
-        &[],
-        &stub.to_string(),
-    )
-    .await;
+    send(addr, "PUT", &at, &[], &stub.to_string()).await;
     assert_eq!(
         problems(&get(addr, "/__admin/problems").await.body).len(),
         1
     );
-    let removed = send(
-        addr,
-        "DELETE",
-        "/__admin/mappings/0d8f4e0a-5b4f-4a57-9d33-3f1f6a0e2b11",
-        &[],
-        "",
-    )
-    .await;
+    let removed = send(addr, "DELETE", &at, &[], "").await;
     assert_eq!(removed.status, 200, "{}", removed.body);
     assert!(problems(&get(addr, "/__admin/problems").await.body).is_empty());
     server.shutdown().await;
