@@ -48,7 +48,8 @@ fn measure(n: usize, requests: usize, scratch: &mut [u8], per_request: usize) ->
     }
     let report = load_root(dir.path()).expect("the root loads");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
-    let engine = Engine::new(report.mappings);
+    let engine = Engine::new(Vec::new());
+    engine.replace_shared(report.mappings);
     let reqs: Vec<RequestSnapshot> = paths
         .iter()
         .map(|p| RequestSnapshot::new("GET", p.as_str()))

@@ -338,28 +338,36 @@ impl Store {
             })
             .collect();
         st.clock = base + states.len() as u64;
-        let position: HashMap<&std::ffi::OsStr, usize> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (k.as_os_str(), i))
-            .collect();
-        let slot = |file: &Path| position.get(file.as_os_str()).copied();
+        // The mappings are in the same order as the files: each is found by moving
+        // forward, without a map of 10,000 paths.
+        let mut at = 0;
         for m in report.mappings {
-            if let Some(i) = m.source.as_ref().and_then(|s| slot(&s.file)) {
-                states[i].mappings.push(Arc::new(m));
+            let Some(src) = &m.source else { continue };
+            while at < keys.len() && keys[at] != src.file {
+                at += 1;
+            }
+            if at < keys.len() {
+                states[at].mappings.push(m);
             }
         }
-        for p in report.problems {
-            if let Some(i) = slot(&p.file) {
-                states[i].problems.push(p);
+        if !report.problems.is_empty() || !report.warnings.is_empty() {
+            let position: HashMap<&std::ffi::OsStr, usize> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.as_os_str(), i))
+                .collect();
+            let slot = |file: &Path| position.get(file.as_os_str()).copied();
+            for p in report.problems {
+                if let Some(i) = slot(&p.file) {
+                    states[i].problems.push(p);
+                }
+            }
+            for w in report.warnings {
+                if let Some(i) = slot(&w.file) {
+                    states[i].warnings.push(w);
+                }
             }
         }
-        for w in report.warnings {
-            if let Some(i) = slot(&w.file) {
-                states[i].warnings.push(w);
-            }
-        }
-        drop(position);
         st.files = keys.into_iter().map(FileKey).zip(states).collect();
         self.publish(&mut st);
     }
@@ -438,7 +446,7 @@ impl Store {
             FileState {
                 added,
                 hash,
-                mappings: loaded.mappings.into_iter().map(Arc::new).collect(),
+                mappings: loaded.mappings,
                 problems: Vec::new(),
                 warnings: loaded.warnings,
             }
@@ -451,7 +459,7 @@ impl Store {
                 hash,
                 mappings: match previous {
                     Some(prev) => prev.mappings,
-                    None => loaded.mappings.into_iter().map(Arc::new).collect(),
+                    None => loaded.mappings,
                 },
                 problems: loaded.problems,
                 warnings: loaded.warnings,
@@ -935,7 +943,7 @@ fn file_ids(st: &State) -> HashSet<Arc<str>> {
 }
 
 fn hash_file(path: &Path) -> Option<u64> {
-    std::fs::read(path).ok().map(|b| load::content_hash(&b))
+    load::hash_file(path).ok()
 }
 
 fn pretty(json: &str) -> String {

@@ -10,6 +10,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use decoy_spec::fields::{FieldError, Fields};
 use serde_json::Value;
@@ -67,7 +68,7 @@ impl fmt::Display for Problem {
 /// The outcome of loading one file of stubs (HTTP [`Mapping`]s by default; the MQ
 /// side loads its own mapping type with the same code).
 #[derive(Debug)]
-pub struct FileLoad<T = Mapping> {
+pub struct FileLoad<T = Arc<Mapping>> {
     /// Hash of the bytes read (0 when the file could not be read), so a watcher can
     /// tell a changed file from one rewritten with the same content.
     pub hash: u64,
@@ -94,7 +95,7 @@ impl<T> Default for FileLoad<T> {
 /// The outcome of loading a root directory.
 #[derive(Debug, Default)]
 pub struct LoadReport {
-    pub mappings: Vec<Mapping>,
+    pub mappings: Vec<Arc<Mapping>>,
     /// Every mapping file read, relative to the root, with the hash of its content.
     pub file_hashes: Vec<(PathBuf, u64)>,
     pub problems: Vec<Problem>,
@@ -128,12 +129,21 @@ pub fn mapping_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// not followed again.
 pub fn json_files(root: &Path, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
+    json_files_each(root, dir, &mut |rel| out.push(rel))?;
+    Ok(out)
+}
+
+/// [`json_files`], each file handed to `found` as the walk comes to it.
+pub fn json_files_each(
+    root: &Path,
+    dir: &Path,
+    found: &mut dyn FnMut(PathBuf),
+) -> std::io::Result<()> {
     if !dir.is_dir() {
-        return Ok(out);
+        return Ok(());
     }
     let mut open: Vec<PathBuf> = Vec::new();
-    walk(root, dir, &mut out, &mut open)?;
-    Ok(out)
+    walk(root, dir, found, &mut open)
 }
 
 /// Whether a file at `path` is read as a mapping file: `*.json`, not hidden.
@@ -149,7 +159,7 @@ pub fn is_mapping_file_name(path: &Path) -> bool {
 fn walk(
     root: &Path,
     dir: &Path,
-    out: &mut Vec<PathBuf>,
+    found: &mut dyn FnMut(PathBuf),
     open: &mut Vec<PathBuf>,
 ) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -157,7 +167,7 @@ fn walk(
         let path = entry.path();
         let ty = entry.file_type()?;
         if ty.is_dir() {
-            walk(root, &path, out, open)?;
+            walk(root, &path, found, open)?;
         } else if ty.is_symlink() && path.is_dir() {
             // Only followed links are canonicalised (cheap for the usual tree), and a
             // link to a folder being read already would loop.
@@ -173,11 +183,11 @@ fn walk(
                 continue;
             }
             open.push(target);
-            let r = walk(root, &path, out, open);
+            let r = walk(root, &path, found, open);
             open.pop();
             r?;
         } else if is_mapping_file_name(&path) {
-            out.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
+            found(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
         }
     }
     Ok(())
@@ -218,14 +228,16 @@ fn html_escape(s: &str) -> String {
 }
 
 /// Loads one mapping file (`rel` is relative to `root`).
-pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad {
+pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad<Arc<Mapping>> {
     load_stub_file(root, rel, &["id", "uuid"], |index, stub, text, warnings| {
         let source = Source {
             file: rel.to_path_buf(),
             index,
             in_list: text.is_none(),
         };
-        Mapping::parse_with_text(stub, text, ctx, Some(source), warnings)
+        // Shared from here on (the store and the engine hold the same mapping): moved
+        // into its `Arc` on the loading thread, not copied again once loaded.
+        Mapping::parse_with_text(stub, text, ctx, Some(source), warnings).map(Arc::new)
     })
 }
 
@@ -252,24 +264,29 @@ pub fn load_stub_file<T>(
         stub: None,
         error: FieldError::new("", reason),
     };
-    let text = match std::fs::read(root.join(rel)) {
-        Ok(t) => {
-            out.hash = content_hash(&t);
-            t
+    // This thread's read buffer, taken rather than borrowed so that nothing `parse`
+    // does can find it in use; put back at the end.
+    let mut buf = READ_BUF.take();
+    let read = read_json(&root.join(rel), &mut buf);
+    let (text, value) = match read {
+        Ok((len, parsed)) => {
+            out.hash = content_hash(&buf[..len]);
+            match parsed {
+                Ok(v) => (&buf[..len], v),
+                Err(e) => {
+                    out.problems
+                        .push(whole_file(format!("not valid JSON: {e}")));
+                    out.rejected += 1;
+                    keep_read_buf(buf);
+                    return out;
+                }
+            }
         }
         Err(e) => {
             out.problems
                 .push(whole_file(format!("cannot read the file: {e}")));
             out.rejected += 1;
-            return out;
-        }
-    };
-    let value: Value = match serde_json::from_slice(&text) {
-        Ok(v) => v,
-        Err(e) => {
-            out.problems
-                .push(whole_file(format!("not valid JSON: {e}")));
-            out.rejected += 1;
+            keep_read_buf(buf);
             return out;
         }
     };
@@ -283,6 +300,7 @@ pub fn load_stub_file<T>(
                 error: e,
             });
             out.rejected += 1;
+            keep_read_buf(buf);
             return out;
         }
     };
@@ -291,7 +309,7 @@ pub fn load_stub_file<T>(
     out.mappings.reserve_exact(stubs.len());
     // A one-stub file keeps its text as written (no re-serialising).
     let as_written = single_stub
-        .then(|| std::str::from_utf8(&text).ok().map(str::trim))
+        .then(|| std::str::from_utf8(text).ok().map(str::trim))
         .flatten();
     for (index, stub) in stubs.into_iter().enumerate() {
         let stub_ref = || StubRef {
@@ -325,7 +343,99 @@ pub fn load_stub_file<T>(
                 error,
             }));
     }
+    keep_read_buf(buf);
     out
+}
+
+thread_local! {
+    /// Each thread's buffer for reading mapping files: a root of 10,000 small files
+    /// would otherwise allocate and free one per file.
+    static READ_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The first size of a thread's read buffer; it grows for a larger file.
+const READ_BUF_START: usize = 64 * 1024;
+/// A buffer grown past this (for a large file) is freed after use, not kept.
+const READ_BUF_KEEP: usize = 1024 * 1024;
+
+fn keep_read_buf(buf: Vec<u8>) {
+    if buf.len() <= READ_BUF_KEEP {
+        READ_BUF.set(buf);
+    }
+}
+
+/// Reads the file at `path` into `buf` and parses it as JSON: the length read, and
+/// the parse. `buf` is kept initialised to its full length (its content past the
+/// length read is stale).
+///
+/// Loading a root of thousands of small files is mostly the kernel's work per file,
+/// so this makes three system calls where `std::fs::read` makes five: open, one read
+/// as large as the buffer, close. (`std::fs::read` also asks for the size first and
+/// reads once more to see the end.) A read of a regular file that returns less than
+/// was asked for has reached the end on local file systems; where a network or FUSE
+/// file system returns less without being at the end, the text read does not parse,
+/// and only then is the rest read and the whole parsed again.
+fn read_json(
+    path: &Path,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<(usize, serde_json::Result<Value>)> {
+    read_json_from(&mut std::fs::File::open(path)?, buf)
+}
+
+fn read_json_from(
+    file: &mut impl std::io::Read,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<(usize, serde_json::Result<Value>)> {
+    let (len, at_end) = read_into(file, buf, 0, true)?;
+    let parsed = serde_json::from_slice(&buf[..len]);
+    if parsed.is_err() && !at_end {
+        let (all, _) = read_into(file, buf, len, false)?;
+        if all > len {
+            return Ok((all, serde_json::from_slice(&buf[..all])));
+        }
+    }
+    Ok((len, parsed))
+}
+
+/// The content hash of the file at `path`, read as [`read_json`] reads it (so the
+/// two agree), with this thread's buffer.
+pub fn hash_file(path: &Path) -> std::io::Result<u64> {
+    let mut buf = READ_BUF.take();
+    let read = std::fs::File::open(path).and_then(|mut f| read_into(&mut f, &mut buf, 0, true));
+    let hash = read.map(|(len, _)| content_hash(&buf[..len]));
+    keep_read_buf(buf);
+    hash
+}
+
+/// Reads `file` into `buf` from `buf[from..]`, growing `buf` when it fills, until a
+/// read returns nothing or, with `stop_short`, fewer bytes than asked for. Returns
+/// the length read in all and whether the end was seen (a read returned nothing).
+fn read_into(
+    file: &mut impl std::io::Read,
+    buf: &mut Vec<u8>,
+    from: usize,
+    stop_short: bool,
+) -> std::io::Result<(usize, bool)> {
+    if buf.len() < READ_BUF_START {
+        buf.resize(READ_BUF_START, 0);
+    }
+    let mut len = from;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => return Ok((len, true)),
+            Ok(n) => {
+                len += n;
+                if stop_short && len < buf.len() {
+                    return Ok((len, false));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A fast, non-cryptographic hash of a file's content.
@@ -375,9 +485,10 @@ pub fn first_of_each_id<'a, M>(mappings: impl Iterator<Item = &'a M>) -> (Vec<bo
 where
     M: std::borrow::Borrow<Mapping> + 'a,
 {
+    let expected = mappings.size_hint().0;
     let mut seen: std::collections::HashMap<&str, Option<&Source>> =
-        std::collections::HashMap::new();
-    let mut keep = Vec::new();
+        std::collections::HashMap::with_capacity(expected);
+    let mut keep = Vec::with_capacity(expected);
     let mut problems = Vec::new();
     for m in mappings {
         let m: &Mapping = m.borrow();
@@ -412,7 +523,7 @@ where
 /// Stubs that can never answer: another stub of the same priority, with the same
 /// request pattern (and scenario state), was read later and so always wins the tie.
 /// One warning per hidden stub, naming the file of the one that wins.
-pub fn shadowed_stubs(mappings: &[Mapping]) -> Vec<Problem> {
+pub fn shadowed_stubs(mappings: &[Arc<Mapping>]) -> Vec<Problem> {
     let key = |m: &Mapping| -> Option<String> {
         let v: Value = serde_json::from_str(&m.json).ok()?;
         let request = v.field("request")?;
@@ -427,7 +538,7 @@ pub fn shadowed_stubs(mappings: &[Mapping]) -> Vec<Problem> {
         ))
     };
     let mut last: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let keys: Vec<Option<String>> = mappings.iter().map(key).collect();
+    let keys: Vec<Option<String>> = mappings.iter().map(|m| key(m)).collect();
     for (i, k) in keys.iter().enumerate() {
         if let Some(k) = k {
             last.insert(k.clone(), i);
@@ -493,36 +604,67 @@ pub fn load_root_with(root: &Path, ctx: &ParseContext) -> std::io::Result<LoadRe
             format!("root directory {} does not exist", root.display()),
         ));
     }
-    let files = mapping_files(root)?;
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(files.len().div_ceil(64).max(1));
-    let chunk = files.len().div_ceil(threads).max(1);
-    let loads: Vec<FileLoad> = std::thread::scope(|s| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter()
-                        .map(|rel| load_file(root, rel, ctx))
-                        .collect::<Vec<_>>()
+    // The folder walk hands out files in batches as it finds them, and one thread
+    // per core parses batches as they come: the walk (about 10 ms for 10,000 files)
+    // overlaps the parsing, and a thread the machine slows down takes fewer batches.
+    // The batches are numbered, so the reading order is kept.
+    const BATCH: usize = 128;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<PathBuf>)>();
+    let rx = std::sync::Mutex::new(rx);
+    let (walked, mut batches) = std::thread::scope(|s| {
+        let loaders: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = rx
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .recv();
+                        let Ok((seq, part)) = next else { break };
+                        let loads: Vec<FileLoad> =
+                            part.iter().map(|rel| load_file(root, rel, ctx)).collect();
+                        done.push((seq, part, loads));
+                    }
+                    done
                 })
             })
             .collect();
-        handles
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut seq = 0;
+        let walked = json_files_each(root, &mappings_dir(root), &mut |rel| {
+            batch.push(rel);
+            if batch.len() == BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                let _ = tx.send((seq, full));
+                seq += 1;
+            }
+        });
+        if !batch.is_empty() {
+            let _ = tx.send((seq, batch));
+        }
+        drop(tx);
+        let batches: Vec<_> = loaders
             .into_iter()
             .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
+            .collect();
+        (walked, batches)
     });
+    walked?;
+    batches.sort_unstable_by_key(|(seq, _, _)| *seq);
+    let files = batches.iter().map(|(_, part, _)| part.len()).sum();
     let mut report = LoadReport {
         warnings: stray_json_files(root),
-        files: files.len(),
-        mappings: Vec::with_capacity(loads.iter().map(|l| l.mappings.len()).sum()),
+        files,
+        mappings: Vec::with_capacity(files),
         ..LoadReport::default()
     };
-    report.file_hashes.reserve_exact(files.len());
-    for (rel, l) in files.into_iter().zip(loads) {
+    report.file_hashes.reserve_exact(files);
+    let loaded = batches
+        .into_iter()
+        .flat_map(|(_, part, loads)| part.into_iter().zip(loads));
+    for (rel, l) in loaded {
         report.file_hashes.push((rel, l.hash));
         report.mappings.extend(l.mappings);
         report.problems.extend(l.problems);
@@ -551,6 +693,73 @@ mod tests {
             std::fs::write(p, text).unwrap();
         }
         dir
+    }
+
+    /// A reader that hands out at most `step` bytes a call, as a network or FUSE
+    /// file system may.
+    struct Trickle<'a> {
+        rest: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(out.len()).min(self.rest.len());
+            out[..n].copy_from_slice(&self.rest[..n]);
+            self.rest = &self.rest[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_file_that_reads_short_before_its_end_is_read_to_the_end_when_it_does_not_parse() {
+        let text = br#"{"request": {"url": "/a"}, "response": {"status": 201}}"#;
+        let mut buf = Vec::new();
+        let mut src = Trickle {
+            rest: text,
+            step: 10,
+        };
+        let (len, parsed) = read_json_from(&mut src, &mut buf).unwrap();
+        assert_eq!(&buf[..len], text);
+        assert_eq!(parsed.unwrap()["response"]["status"], 201);
+    }
+
+    #[test]
+    fn a_file_larger_than_the_read_buffer_loads_whole() {
+        let body = "x".repeat(3 * READ_BUF_START + 17);
+        let stub = serde_json::json!({"request": {"url": "/big"}, "response": {"body": body}});
+        let dir = root_with(&[("mappings/big.json", &stub.to_string())]);
+        let r = load_root(dir.path()).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.mappings[0].response.body.len(), body.len());
+    }
+
+    #[test]
+    fn many_files_parsed_in_batches_keep_the_reading_order() {
+        let texts: Vec<(String, String)> = (0..700)
+            .map(|i| {
+                let dir = ["", "a/", "a/b/", "c/"][i % 4];
+                (
+                    format!("mappings/{dir}s{i}.json"),
+                    format!(r#"{{"id": "id-{i}", "request": {{"url": "/{i}"}}}}"#),
+                )
+            })
+            .collect();
+        let files: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let dir = root_with(&files);
+        let order = mapping_files(dir.path()).unwrap();
+        let r = load_root(dir.path()).unwrap();
+        let read: Vec<&PathBuf> = r.file_hashes.iter().map(|(p, _)| p).collect();
+        assert_eq!(read, order.iter().collect::<Vec<_>>());
+        let by_stub: Vec<&PathBuf> = r
+            .mappings
+            .iter()
+            .map(|m| &m.source.as_ref().unwrap().file)
+            .collect();
+        assert_eq!(by_stub, read);
     }
 
     #[test]
