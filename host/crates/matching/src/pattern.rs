@@ -558,6 +558,19 @@ fn expression_and_sub(
     }
 }
 
+/// The reason in a `regex` error, on one line. Its message spans several lines (the
+/// pattern as decoy wrapped it, a caret line, then `error: <reason>`), and a problem
+/// is printed as one line.
+fn regex_reason(e: &::regex::Error) -> String {
+    let text = e.to_string();
+    let last = text
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("");
+    last.strip_prefix("error: ").unwrap_or(last).to_owned()
+}
+
 fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
     let (expression, sub) = expression_and_sub(v, path, "a JSONPath")?;
     let (rfc, length) = jayway_to_rfc9535(&expression);
@@ -570,7 +583,8 @@ fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
             FieldError::new(
                 path,
                 format!(
-                    "JSONPath {expression:?}: the regex {r:?} of =~ cannot be used (look-around and back-references are not supported): {e}"
+                    "JSONPath {expression:?}: the regex {r:?} of =~ cannot be used (look-around and back-references are not supported): {}",
+                    regex_reason(&e)
                 ),
             )
         })?;
@@ -1019,6 +1033,14 @@ mod tests {
         let e = StringPattern::parse(&json!({"matchesJsonPath": "$[?(@.a =~ /(?=x)y/)]"}), "b")
             .unwrap_err();
         assert!(e.reason.contains("cannot be used"), "{}", e.reason);
+        // One line, ending with the regex library's reason.
+        assert!(!e.reason.contains('\n'), "{}", e.reason);
+        assert!(
+            e.reason
+                .ends_with(": look-around, including look-ahead and look-behind, is not supported"),
+            "{}",
+            e.reason
+        );
         let e = StringPattern::parse(&json!({"matchesJsonPath": "$[?(@.a =~ /abc)]"}), "b")
             .unwrap_err();
         assert!(e.reason.contains("no closing /"), "{}", e.reason);
