@@ -267,29 +267,25 @@ pub fn load_stub_file<T>(
     // This thread's read buffer, taken rather than borrowed so that nothing `parse`
     // does can find it in use; put back at the end.
     let mut buf = READ_BUF.take();
-    let read = read_json(&root.join(rel), &mut buf);
-    let (text, value) = match read {
+    let read = match read_json(&root.join(rel), &mut buf) {
         Ok((len, parsed)) => {
             out.hash = content_hash(&buf[..len]);
-            match parsed {
-                Ok(v) => (&buf[..len], v),
-                Err(e) => {
-                    out.problems
-                        .push(whole_file(format!("not valid JSON: {e}")));
-                    out.rejected += 1;
-                    keep_read_buf(buf);
-                    return out;
-                }
-            }
+            parsed
+                .map(|v| (len, v))
+                .map_err(|e| format!("not valid JSON: {e}"))
         }
-        Err(e) => {
-            out.problems
-                .push(whole_file(format!("cannot read the file: {e}")));
+        Err(e) => Err(format!("cannot read the file: {e}")),
+    };
+    let (len, value) = match read {
+        Ok(r) => r,
+        Err(reason) => {
+            out.problems.push(whole_file(reason));
             out.rejected += 1;
             keep_read_buf(buf);
             return out;
         }
     };
+    let text = &buf[..len];
     let single_stub = value.field("mappings").is_none();
     let stubs = match stubs_in_file(&value) {
         Ok(s) => s,
