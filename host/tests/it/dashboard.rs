@@ -152,6 +152,9 @@ async fn each_second_keeps_the_requests_counted_in_it_and_their_percentiles() {
     // The sampler runs by itself each second; one more sample now makes sure the
     // requests above are in some second, whenever the last tick was.
     server.admin.sample_once();
+    // With no page connected the seconds are kept but no tick is rendered: its
+    // totals walk every stub file.
+    assert!(!server.admin.tick_rendered());
     let live = api(addr, "/__admin/dashboard/api/live").await;
     let seconds = live["seconds"].as_array().unwrap();
     let sum = |side: &str, what: &str| -> u64 {
@@ -228,6 +231,9 @@ async fn the_event_stream_sends_the_history_then_ticks_and_ends_with_the_server(
     let tick: Value = serde_json::from_str(tick).unwrap();
     assert_eq!(tick["totals"]["mappings"]["http"], 2, "{tick}");
     assert_eq!(tick["totals"]["journal"]["recorded"], 1, "{tick}");
+    // While the page is connected, each second renders a tick for it.
+    server.admin.sample_once();
+    assert!(server.admin.tick_rendered());
     // Stopping the server ends the stream (an open page must not hold it up).
     server.shutdown().await;
     let mut rest = Vec::new();

@@ -38,19 +38,40 @@ pub enum UrlMatcher {
 #[derive(Debug)]
 pub struct PathTemplate {
     pub text: String,
+    /// The segments between `/`s, as ranges of `text`: a literal, or a variable
+    /// with its braces. Matching reads `text` and this array, two allocations in
+    /// all, rather than one string per segment.
     segments: Vec<Segment>,
 }
 
-#[derive(Debug)]
-enum Segment {
-    Literal(String),
-    Var(String),
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    start: u32,
+    end: u32,
+    var: bool,
+}
+
+/// A segment of a template, as [`PathTemplate::parts`] gives it.
+enum Part<'t> {
+    Literal(&'t str),
+    Var(&'t str),
 }
 
 impl PathTemplate {
     fn parse(text: &str, path: &str) -> FieldResult<Self> {
         let mut segments = Vec::new();
+        let mut start = 0;
         for seg in text.split('/') {
+            let end = start + seg.len();
+            let range = |var| -> FieldResult<Segment> {
+                Ok(Segment {
+                    start: u32::try_from(start)
+                        .map_err(|_| FieldError::new(path, "template too long"))?,
+                    end: u32::try_from(end)
+                        .map_err(|_| FieldError::new(path, "template too long"))?,
+                    var,
+                })
+            };
             if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
                 if name.is_empty() || name.contains(['{', '}']) {
                     return Err(FieldError::new(
@@ -58,15 +79,16 @@ impl PathTemplate {
                         format!("bad template segment {seg:?}"),
                     ));
                 }
-                segments.push(Segment::Var(name.to_owned()));
+                segments.push(range(true)?);
             } else if seg.contains(['{', '}']) {
                 return Err(FieldError::new(
                     path,
                     format!("a template variable must fill a whole segment: {seg:?}"),
                 ));
             } else {
-                segments.push(Segment::Literal(seg.to_owned()));
+                segments.push(range(false)?);
             }
+            start = end + 1;
         }
         Ok(PathTemplate {
             text: text.to_owned(),
@@ -74,26 +96,55 @@ impl PathTemplate {
         })
     }
 
+    /// The segments in order: literals as written, variables by name.
+    fn parts(&self) -> impl Iterator<Item = Part<'_>> {
+        self.segments.iter().map(|s| {
+            let text = &self.text[s.start as usize..s.end as usize];
+            if s.var {
+                Part::Var(&text[1..text.len() - 1])
+            } else {
+                Part::Literal(text)
+            }
+        })
+    }
+
+    /// Whether `path` fits the template: [`PathTemplate::capture`] without
+    /// decoding or keeping the values.
+    pub fn matches(&self, path: &str) -> bool {
+        let mut parts = path.split('/');
+        for seg in self.parts() {
+            let Some(part) = parts.next() else {
+                return false;
+            };
+            match seg {
+                Part::Literal(l) if l != part => return false,
+                Part::Var(_) if part.is_empty() => return false,
+                _ => {}
+            }
+        }
+        parts.next().is_none()
+    }
+
     /// The variables' values when `path` fits the template (decoded).
     pub fn capture(&self, path: &str) -> Option<Vec<(&str, String)>> {
         let mut out = Vec::new();
         let mut parts = path.split('/');
-        for seg in &self.segments {
+        for seg in self.parts() {
             let part = parts.next()?;
             match seg {
-                Segment::Literal(l) => {
+                Part::Literal(l) => {
                     if l != part {
                         return None;
                     }
                 }
-                Segment::Var(name) => {
+                Part::Var(name) => {
                     if part.is_empty() {
                         return None;
                     }
                     let value = percent_encoding::percent_decode_str(part)
                         .decode_utf8_lossy()
                         .into_owned();
-                    out.push((name.as_str(), value));
+                    out.push((name, value));
                 }
             }
         }
@@ -101,9 +152,9 @@ impl PathTemplate {
     }
 
     pub fn variables(&self) -> impl Iterator<Item = &str> {
-        self.segments.iter().filter_map(|s| match s {
-            Segment::Var(v) => Some(v.as_str()),
-            Segment::Literal(_) => None,
+        self.parts().filter_map(|s| match s {
+            Part::Var(v) => Some(v),
+            Part::Literal(_) => None,
         })
     }
 
@@ -111,13 +162,13 @@ impl PathTemplate {
     /// it with a path to score a near miss.
     pub fn without_variables(&self) -> String {
         let mut out = String::new();
-        for (i, seg) in self.segments.iter().enumerate() {
+        for (i, seg) in self.parts().enumerate() {
             if i > 0 {
                 out.push('/');
             }
             match seg {
-                Segment::Literal(l) => out.push_str(&l.replace("**", "_")),
-                Segment::Var(_) => out.push('_'),
+                Part::Literal(l) => out.push_str(&l.replace("**", "_")),
+                Part::Var(_) => out.push('_'),
             }
         }
         out
@@ -126,13 +177,13 @@ impl PathTemplate {
     /// The part before the first variable, for the index.
     pub fn literal_prefix(&self) -> String {
         let mut out = String::new();
-        for (i, seg) in self.segments.iter().enumerate() {
+        for (i, seg) in self.parts().enumerate() {
             if i > 0 {
                 out.push('/');
             }
             match seg {
-                Segment::Literal(l) => out.push_str(l),
-                Segment::Var(_) => return out,
+                Part::Literal(l) => out.push_str(l),
+                Part::Var(_) => return out,
             }
         }
         out
@@ -588,13 +639,17 @@ impl RequestPattern {
         self.method.as_ref().is_none_or(|m| *m == req.method)
     }
 
-    fn url_matches(&self, req: &RequestSnapshot) -> bool {
+    /// Whether the URL matcher (with the path parameters a template pins) accepts
+    /// `req`: all of matching for a stub that [only matches on method and
+    /// URL](RequestPattern::only_method_and_url), once the method is decided.
+    pub fn url_matches(&self, req: &RequestSnapshot) -> bool {
         match &self.url {
             UrlMatcher::Any => true,
             UrlMatcher::Url(u) => *u == req.url,
             UrlMatcher::UrlPattern(re) => re.is_match(&req.url),
             UrlMatcher::Path(p) => p == req.path(),
             UrlMatcher::PathPattern(re) => re.is_match(req.path()),
+            UrlMatcher::PathTemplate(t) if self.path_params.is_empty() => t.matches(req.path()),
             UrlMatcher::PathTemplate(t) => match t.capture(req.path()) {
                 None => false,
                 Some(vars) => self.path_params.iter().all(|(name, p)| {
@@ -1000,6 +1055,64 @@ mod tests {
         assert!(!p.matches(&req("GET", "/contacts/13/addresses/99", &[], "")));
         assert!(!p.matches(&req("GET", "/contacts/12/addresses/abc", &[], "")));
         assert!(!p.matches(&req("GET", "/contacts/12/addresses", &[], "")));
+    }
+
+    #[test]
+    fn a_template_matches_exactly_the_paths_it_captures() {
+        let templates = [
+            "/contacts/{contactId}/addresses/{addressId}",
+            "/api/v3/res7/{id}",
+            "/{a}",
+            "/",
+            "/x/**/y",
+            "",
+        ];
+        let paths = [
+            "/contacts/12/addresses/99",
+            "/contacts/12/addresses/",
+            "/contacts//addresses/99",
+            "/contacts/12/addresses/99/",
+            "/contacts/12/addresses",
+            "/api/v3/res7/42",
+            "/api/v3/res7/%2F",
+            "/api/v3/res70/42",
+            "/api/v3/res7",
+            "/x/**/y",
+            "/x/a/y",
+            "/a",
+            "/",
+            "",
+        ];
+        for t in templates {
+            let p = pat(json!({ "urlPathTemplate": t }));
+            let UrlMatcher::PathTemplate(tpl) = &p.url else {
+                panic!("{t} is a template")
+            };
+            for path in paths {
+                assert_eq!(
+                    tpl.matches(path),
+                    tpl.capture(path).is_some(),
+                    "{t} against {path}"
+                );
+            }
+        }
+        let p = pat(json!({ "urlPathTemplate": "/contacts/{contactId}/addresses/{addressId}" }));
+        let UrlMatcher::PathTemplate(tpl) = &p.url else {
+            panic!("a template")
+        };
+        assert_eq!(
+            tpl.capture("/contacts/a%20b/addresses/9"),
+            Some(vec![
+                ("contactId", "a b".to_owned()),
+                ("addressId", "9".to_owned())
+            ])
+        );
+        assert_eq!(
+            tpl.variables().collect::<Vec<_>>(),
+            ["contactId", "addressId"]
+        );
+        assert_eq!(tpl.literal_prefix(), "/contacts/");
+        assert_eq!(tpl.without_variables(), "/contacts/_/addresses/_");
     }
 
     #[test]

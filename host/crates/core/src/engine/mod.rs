@@ -36,25 +36,25 @@ pub const STARTED: &str = "Started";
 /// An immutable, indexed set of mappings in priority order.
 #[derive(Debug)]
 pub struct MappingSet {
-    /// Best first: lowest `priority`, then the most recently added.
-    ranked: Vec<Arc<Mapping>>,
-    /// Runtime counters, parallel to `ranked`. A mapping keeps its counters across
-    /// reloads (they are carried over by id), so they are not part of the spec.
-    stats: Vec<Arc<MappingStats>>,
+    /// Best first: lowest `priority`, then the most recently added; see [`Entry`].
+    ranked: Vec<Entry>,
     /// Rank of each mapping in the order they were added (for the admin API).
     added: Vec<u32>,
-    /// What matching reads first, parallel to `ranked`: see [`Hot`].
-    hot: Vec<Hot>,
     index: Index,
 }
 
-/// The part of a mapping that matching reads first, packed in one array so that a
-/// request spread over 10,000 stubs reads 16 bytes next to the other stubs' instead of
-/// the mapping's own memory, which the CPU's caches have long lost. For a stub that
-/// pins only its method and URL (most of them), with a URL the index has decided,
-/// this is all of matching.
-#[derive(Debug, Clone, Copy)]
-struct Hot {
+/// One mapping of the set, with what matching reads first and its counters, packed
+/// in one array of 32-byte entries so that a request spread over 10,000 stubs finds
+/// the method, the flags and both pointers in one cache line next to the other
+/// stubs' instead of in three arrays and the mapping's own memory, which the CPU's
+/// caches have long lost. For a stub that pins only its method and URL (most of
+/// them), with a URL the index has decided, this is all of matching.
+#[derive(Debug)]
+struct Entry {
+    mapping: Arc<Mapping>,
+    /// Runtime counters. A mapping keeps its counters across reloads (they are
+    /// carried over by id), so they are not part of the spec.
+    stats: Arc<MappingStats>,
     /// The method, packed by [`method_key`]; `ANY_METHOD` for any.
     method: u64,
     /// `method` says all about the method (false for one too long to pack, left to
@@ -65,7 +65,10 @@ struct Hot {
     plain: bool,
 }
 
-/// [`Hot::method`] of a stub that takes any method.
+// Two entries to a cache line.
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
+
+/// [`Entry::method`] of a stub that takes any method.
 const ANY_METHOD: u64 = 0;
 
 /// A method of up to 8 bytes, packed into a `u64` (so comparing two is one
@@ -81,19 +84,23 @@ fn method_key(method: &str) -> Option<u64> {
     Some(u64::from_le_bytes(word))
 }
 
-impl Hot {
-    fn of(m: &Mapping) -> Hot {
-        let (method, method_decided) = match &m.request.method {
+impl Entry {
+    fn new(mapping: Arc<Mapping>, stats: Arc<MappingStats>) -> Entry {
+        let (method, method_decided) = match &mapping.request.method {
             None => (ANY_METHOD, true),
             Some(name) => match method_key(name) {
                 Some(key) => (key, true),
                 None => (ANY_METHOD, false),
             },
         };
-        Hot {
+        let plain =
+            method_decided && mapping.scenario.is_none() && mapping.request.only_method_and_url();
+        Entry {
+            mapping,
+            stats,
             method,
             method_decided,
-            plain: method_decided && m.scenario.is_none() && m.request.only_method_and_url(),
+            plain,
         }
     }
 
@@ -123,31 +130,33 @@ impl MappingSet {
         for (rank, (i, _)) in ranked.iter().enumerate() {
             added[*i] = rank as u32;
         }
-        let ranked: Vec<Arc<Mapping>> = ranked.into_iter().map(|(_, m)| m).collect();
-        let stats = ranked.iter().map(|m| stats_for(m)).collect();
-        let hot = ranked.iter().map(|m| Hot::of(m)).collect();
-        let index = Index::build(ranked.iter().map(|m| &m.request.url));
+        let ranked: Vec<Entry> = ranked
+            .into_iter()
+            .map(|(_, m)| {
+                let stats = stats_for(&m);
+                Entry::new(m, stats)
+            })
+            .collect();
+        let index = Index::build(ranked.iter().map(|e| &e.mapping.request.url));
         MappingSet {
             ranked,
-            stats,
             added,
-            hot,
             index,
         }
     }
 
     /// In the order they were added (files in path order, then API stubs).
     pub fn in_insertion_order(&self) -> impl DoubleEndedIterator<Item = &Arc<Mapping>> {
-        self.added.iter().map(|&r| &self.ranked[r as usize])
+        self.added.iter().map(|&r| &self.ranked[r as usize].mapping)
     }
 
     /// Every mapping with its counters, in priority order.
     pub fn with_stats_iter(&self) -> impl Iterator<Item = (&Arc<Mapping>, &MappingStats)> {
-        self.ranked.iter().zip(self.stats.iter().map(|s| &**s))
+        self.ranked.iter().map(|e| (&e.mapping, &*e.stats))
     }
 
     pub fn get(&self, id: &str) -> Option<&Arc<Mapping>> {
-        self.ranked.iter().find(|m| &*m.id == id)
+        self.iter().find(|m| &*m.id == id)
     }
 
     pub fn len(&self) -> usize {
@@ -160,7 +169,7 @@ impl MappingSet {
 
     /// In priority order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Mapping>> {
-        self.ranked.iter()
+        self.ranked.iter().map(|e| &e.mapping)
     }
 }
 
@@ -273,8 +282,7 @@ impl Engine {
         let by_id: HashMap<&str, &Arc<MappingStats>> = old
             .ranked
             .iter()
-            .zip(&old.stats)
-            .map(|(m, s)| (&*m.id, s))
+            .map(|e| (&*e.mapping.id, &e.stats))
             .collect();
         let set = MappingSet::with_stats(mappings, |m| {
             by_id.get(&*m.id).map(|s| Arc::clone(s)).unwrap_or_default()
@@ -355,18 +363,21 @@ impl Engine {
             set.index.candidates(req.path(), &req.url, &mut candidates);
             candidates.iter().find_map(|&c| {
                 let rank = Index::rank(c);
-                let hot = &set.hot[rank];
-                if !hot.method_allows(method) {
+                let entry = &set.ranked[rank];
+                if !entry.method_allows(method) {
                     return None;
                 }
                 let url_checked = c & URL_CHECKED != 0;
-                if hot.plain && url_checked {
-                    return Some((rank, None));
+                if entry.plain {
+                    // Method and URL are all it pins: the rest of the pattern (and
+                    // its memory) need not be read.
+                    let m = &entry.mapping;
+                    return (url_checked || m.request.url_matches(req)).then_some((rank, None));
                 }
-                let m = &set.ranked[rank];
+                let m = &entry.mapping;
                 match m
                     .request
-                    .try_matches_checked(req, url_checked, hot.method_decided)
+                    .try_matches_checked(req, url_checked, entry.method_decided)
                 {
                     Ok(true) if self.enter_scenario(m) => Some((rank, None)),
                     Ok(_) => None,
@@ -394,7 +405,7 @@ impl Engine {
         set.index.candidates(req.path(), &req.url, &mut candidates);
         candidates
             .iter()
-            .map(|&c| &set.ranked[Index::rank(c)])
+            .map(|&c| &set.ranked[Index::rank(c)].mapping)
             .filter(|m| {
                 m.priority == winner.priority
                     && m.id != winner.id
@@ -425,7 +436,7 @@ impl Engine {
             set.index.candidates(req.path(), &req.url, &mut candidates);
             for &c in candidates.iter() {
                 let rank = Index::rank(c);
-                let m = &set.ranked[rank];
+                let m = &set.ranked[rank].mapping;
                 match m.request.try_matches_with(req, c & URL_CHECKED != 0) {
                     Ok(true) if m.scenario.is_some() => steps.push(rank),
                     Ok(true) => {
@@ -445,7 +456,7 @@ impl Engine {
         } else {
             let scenario_steps: Vec<Step<'_>> = steps
                 .iter()
-                .filter_map(|&rank| set.ranked[rank].scenario.as_ref())
+                .filter_map(|&rank| set.ranked[rank].mapping.scenario.as_ref())
                 .map(|s| Step {
                     scenario: &s.name,
                     required: s.required_state.as_deref(),
@@ -458,8 +469,8 @@ impl Engine {
                 Err(e) => {
                     shared::count_failure(shared::Operation::Scenario);
                     tracing::warn!("{e}: scenario request answered 503");
-                    let mapping = set.ranked[steps[0]].clone();
-                    let stats = set.stats[steps[0]].clone();
+                    let mapping = set.ranked[steps[0]].mapping.clone();
+                    let stats = set.ranked[steps[0]].stats.clone();
                     let plan = unavailable_plan(&mapping, &e.0);
                     return Outcome::Matched {
                         mapping,
@@ -494,9 +505,10 @@ impl Engine {
         failure: Option<MatchFailure>,
         req: &RequestSnapshot,
     ) -> Outcome {
-        let stats = set.stats[rank].clone();
+        let entry = &set.ranked[rank];
+        let stats = entry.stats.clone();
         stats.served.fetch_add(1, Ordering::Relaxed);
-        let mapping = set.ranked[rank].clone();
+        let mapping = entry.mapping.clone();
         if let Some(f) = failure {
             let plan = failure_plan(&mapping, &f.matcher, &f.reason, f.loading);
             return Outcome::Matched {

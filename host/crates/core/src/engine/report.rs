@@ -62,7 +62,7 @@ pub fn not_matched_plan(
     let (closest, skipped) = with_deadline(deadline, || {
         pool.iter()
             .map(|&rank| {
-                let m = &set.ranked[rank as usize];
+                let m = &set.ranked[rank as usize].mapping;
                 (m.request.near_miss_distance(req), m)
             })
             .fold(None, |best: Option<(f64, _)>, (d, m)| match best {
@@ -255,7 +255,7 @@ mod tests {
     /// smallest near-miss distance, the first in match order among equals.
     fn exhaustive(set: &MappingSet, req: &RequestSnapshot) -> String {
         let mut best: Option<(f64, &Mapping)> = None;
-        for m in set.ranked.iter() {
+        for m in set.iter() {
             let d = m.request.near_miss_distance(req);
             if best.is_none_or(|(bd, _)| d < bd) {
                 best = Some((d, m));
