@@ -11,7 +11,8 @@ both alike; the medians and their ratio (B / A) are printed. Scenarios:
 - static: one stub, `wrk -t2 -c64`;
 - stubs-10 / stubs-10000: requests spread over 10 or 10,000 stubs (bench.py's mix
   of exact, regex and template URLs), and their ratio (the "10,000 stubs spread
-  >= 0.9x of 10" target);
+  >= 0.9x of 10" target), with the server's own CPU time per request for each
+  (from /proc: steadier than req/s on shared cores) and the same ratio of those;
 - rss-10000: peak RSS (VmHWM) after that load, journal on (the default);
 - start-10000: spawn to first answered request with 10,000 one-stub files, and the
   CPU time the server had used by then (less sensitive to a busy machine);
@@ -62,14 +63,22 @@ def main():
         (roots["churn-10000"] / "mappings" / "churn.json").write_text(bench.churn_stub(0))
     scripts = {n: bench.lua_spread(base, n) for n in (10, 10000)}
     builds = {"A": args.a, "B": args.b}
-    res = {k: {"static": [], "stubs-10": [], "stubs-10000": [], "rss-10000": [], "start-10000": [], "start-10000-cpu": [], "reload-10000": []} for k in builds}
+    res = {k: {"static": [], "stubs-10": [], "stubs-10000": [], "rss-10000": [], "start-10000": [], "start-10000-cpu": [], "reload-10000": [],
+               "cpu-10": [], "cpu-10000": [], "round-ratio": [], "round-cpu-ratio": []} for k in builds}
 
     def load(label, exe, root, **kw):
         s = bench.decoy(root, bench.free_port(), exe=exe)
         try:
             s.start()
             bench.wrk(s.port, duration=2, **kw)
+            cpu0 = bench.cpu_ms(s.proc.pid)
             r = bench.wrk(s.port, duration=args.duration, **kw)
+            cpu1 = bench.cpu_ms(s.proc.pid)
+            # The server's own CPU time per request (user + system, from /proc):
+            # steadier than req/s when the load generator and other tenants share
+            # the cores, since it does not count the time decoy waits for a core.
+            if cpu0 is not None and cpu1 is not None and r["rps"] > 0:
+                r["cpu_us"] = (cpu1 - cpu0) * 1000 / (r["rps"] * args.duration)
             return r, s.rss_mib()
         finally:
             s.stop()
@@ -80,13 +89,21 @@ def main():
         for k, exe in order:
             r, _ = load("static", exe, roots["static"], path="/static")
             res[k]["static"].append(r["rps"])
-            r, _ = load("stubs-10", exe, roots[10], script=scripts[10])
-            res[k]["stubs-10"].append(r["rps"])
+            r10, _ = load("stubs-10", exe, roots[10], script=scripts[10])
+            res[k]["stubs-10"].append(r10["rps"])
             r, rss = load("stubs-10000", exe, roots[10000], script=scripts[10000])
             res[k]["stubs-10000"].append(r["rps"])
             res[k]["rss-10000"].append(rss)
+            res[k]["round-ratio"].append(r["rps"] / r10["rps"])
+            cpu = ""
+            if "cpu_us" in r10 and "cpu_us" in r:
+                res[k]["cpu-10"].append(r10["cpu_us"])
+                res[k]["cpu-10000"].append(r["cpu_us"])
+                res[k]["round-cpu-ratio"].append(r10["cpu_us"] / r["cpu_us"])
+                cpu = f", CPU {r10['cpu_us']:.1f} / {r['cpu_us']:.1f} us a request"
             print(f"round {rnd + 1} {k}: static {res[k]['static'][-1]:.0f}, 10 spread {res[k]['stubs-10'][-1]:.0f}, "
-                  f"10,000 spread {res[k]['stubs-10000'][-1]:.0f} req/s, RSS {rss:.1f} MiB", flush=True)
+                  f"10,000 spread {res[k]['stubs-10000'][-1]:.0f} req/s (ratio {res[k]['round-ratio'][-1]:.2f}){cpu}, "
+                  f"RSS {rss:.1f} MiB", flush=True)
     for i in range(args.starts if "start" in groups else 0):
         order = list(builds.items()) if i % 2 == 0 else list(reversed(builds.items()))
         for k, exe in order:
@@ -109,12 +126,17 @@ def main():
     med = {k: {m: statistics.median(v) if v else float("nan") for m, v in r.items()} for k, r in res.items()}
     for k in builds:
         med[k]["spread-ratio"] = med[k]["stubs-10000"] / med[k]["stubs-10"] if res[k]["stubs-10"] else float("nan")
+        med[k]["spread-cpu-ratio"] = med[k]["cpu-10"] / med[k]["cpu-10000"] if res[k]["cpu-10"] else float("nan")
     print()
     print("| figure | A (before) | B (after) | B / A |")
     print("|---|---:|---:|---:|")
     rows = [("static req/s", "static", "{:,.0f}"), ("10 stubs spread req/s", "stubs-10", "{:,.0f}"),
             ("10,000 stubs spread req/s", "stubs-10000", "{:,.0f}"),
             ("10,000 spread / 10 spread", "spread-ratio", "{:.2f}x"),
+            ("the same, each round's own pair, median", "round-ratio", "{:.2f}x"),
+            ("server CPU a request, 10 stubs spread (us)", "cpu-10", "{:.2f}"),
+            ("server CPU a request, 10,000 stubs spread (us)", "cpu-10000", "{:.2f}"),
+            ("CPU a request, 10 spread / 10,000 spread", "spread-cpu-ratio", "{:.2f}x"),
             ("RSS with 10,000 stubs, journal on (MiB)", "rss-10000", "{:.1f}"),
             ("first answer after start, 10,000 stubs (ms)", "start-10000", "{:.0f}"),
             ("CPU time used by then, all threads (ms)", "start-10000-cpu", "{:.0f}"),

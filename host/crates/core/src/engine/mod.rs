@@ -48,8 +48,10 @@ pub struct MappingSet {
 /// the method, the flags and both pointers in one cache line next to the other
 /// stubs' instead of in three arrays and the mapping's own memory, which the CPU's
 /// caches have long lost. For a stub that pins only its method and URL (most of
-/// them), with a URL the index has decided, this is all of matching.
+/// them), with a URL the index has decided, this is all of matching. Aligned to its
+/// size, so that no entry straddles two cache lines.
 #[derive(Debug)]
+#[repr(align(32))]
 struct Entry {
     mapping: Arc<Mapping>,
     /// Runtime counters. A mapping keeps its counters across reloads (they are
@@ -65,8 +67,8 @@ struct Entry {
     plain: bool,
 }
 
-// Two entries to a cache line.
-const _: () = assert!(std::mem::size_of::<Entry>() == 32);
+// Two entries to a cache line, never one across two.
+const _: () = assert!(std::mem::size_of::<Entry>() == 32 && std::mem::align_of::<Entry>() == 32);
 
 /// [`Entry::method`] of a stub that takes any method.
 const ANY_METHOD: u64 = 0;

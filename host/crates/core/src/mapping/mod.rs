@@ -30,9 +30,10 @@ pub const DEFAULT_PRIORITY: i64 = 5;
 /// One stub: a request pattern and the response to give.
 ///
 /// The fields are in this order on purpose (`repr(C)` keeps it): answering a request
-/// reads `served_headers` and the start of `response`, so they come first, in the
-/// same two or three cache lines as the `Arc`'s reference count that the answer
-/// also takes; then the URL matcher, the start of `request`. With requests spread
+/// reads `served_headers` and the start of `response`, so they come first, right
+/// after the `Arc`'s reference count that the answer also takes: 168 bytes from the
+/// start of the allocation, three or four cache lines where they were spread over
+/// five or six; then the URL matcher, the start of `request`. With requests spread
 /// over 10,000 stubs each answer finds its stub's memory cold, so every line saved
 /// counts (`docs/performance.md`).
 #[derive(Debug)]
@@ -944,8 +945,9 @@ mod size_tests {
     }
 
     /// What answering a matched request reads of its mapping (see [`super::Mapping`])
-    /// lies in its first 168 bytes, with the `Arc`'s 16-byte header three cache lines
-    /// at most; before the fields were ordered it was spread over five.
+    /// lies in its first 168 bytes with the `Arc`'s 16-byte header: three or four
+    /// cache lines (the allocation is 16-byte aligned); before the fields were ordered
+    /// it was spread over five or six.
     #[test]
     fn what_an_answer_reads_comes_first() {
         use super::{Mapping, ResponseDef};
