@@ -240,17 +240,23 @@ impl Admin {
         // the caches, for nobody. So the tick is rendered only while a page is
         // connected; a page that connects is sent one of its own ([`event_stream`]).
         if self.live.tick.receiver_count() > 0 {
-            let tick = json!({ "second": second, "totals": self.totals(&now) });
-            self.live.tick.send_replace(event("tick", &tick));
+            self.live.tick.send_replace(self.tick(second, &now));
         }
+    }
+
+    /// The `tick` event: one second's figures and the running totals.
+    fn tick(&self, second: Value, now: &Counters) -> Bytes {
+        event(
+            "tick",
+            &json!({ "second": second, "totals": self.totals(now) }),
+        )
     }
 
     /// A tick for a page that has just connected: the newest second kept and the
     /// totals as they are now (`None` before the first second).
     fn fresh_tick(&self) -> Option<Bytes> {
         let second = lock(&self.live.seconds).back().cloned()?;
-        let tick = json!({ "second": second, "totals": self.totals(&self.counters()) });
-        Some(event("tick", &tick))
+        Some(self.tick(second, &self.counters()))
     }
 
     /// Whether the sampler rendered a tick for pages (none while no page is connected).

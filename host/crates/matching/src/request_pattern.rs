@@ -59,35 +59,34 @@ enum Part<'t> {
 
 impl PathTemplate {
     fn parse(text: &str, path: &str) -> FieldResult<Self> {
+        if u32::try_from(text.len()).is_err() {
+            return Err(FieldError::new(path, "template too long"));
+        }
         let mut segments = Vec::new();
         let mut start = 0;
         for seg in text.split('/') {
             let end = start + seg.len();
-            let range = |var| -> FieldResult<Segment> {
-                Ok(Segment {
-                    start: u32::try_from(start)
-                        .map_err(|_| FieldError::new(path, "template too long"))?,
-                    end: u32::try_from(end)
-                        .map_err(|_| FieldError::new(path, "template too long"))?,
-                    var,
-                })
-            };
-            if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            let var = if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
                 if name.is_empty() || name.contains(['{', '}']) {
                     return Err(FieldError::new(
                         path,
                         format!("bad template segment {seg:?}"),
                     ));
                 }
-                segments.push(range(true)?);
+                true
             } else if seg.contains(['{', '}']) {
                 return Err(FieldError::new(
                     path,
                     format!("a template variable must fill a whole segment: {seg:?}"),
                 ));
             } else {
-                segments.push(range(false)?);
-            }
+                false
+            };
+            segments.push(Segment {
+                start: start as u32,
+                end: end as u32,
+                var,
+            });
             start = end + 1;
         }
         Ok(PathTemplate {
@@ -108,9 +107,9 @@ impl PathTemplate {
         })
     }
 
-    /// Whether `path` fits the template: [`PathTemplate::capture`] without
-    /// decoding or keeping the values.
-    pub fn matches(&self, path: &str) -> bool {
+    /// Walks `path` along the template: whether it fits, handing each variable's
+    /// name and raw (still encoded) segment to `var` on the way.
+    fn fit<'t, 'p>(&'t self, path: &'p str, mut var: impl FnMut(&'t str, &'p str)) -> bool {
         let mut parts = path.split('/');
         for seg in self.parts() {
             let Some(part) = parts.next() else {
@@ -119,36 +118,27 @@ impl PathTemplate {
             match seg {
                 Part::Literal(l) if l != part => return false,
                 Part::Var(_) if part.is_empty() => return false,
-                _ => {}
+                Part::Var(name) => var(name, part),
+                Part::Literal(_) => {}
             }
         }
         parts.next().is_none()
     }
 
+    /// Whether `path` fits the template: [`PathTemplate::capture`] without
+    /// decoding or keeping the values.
+    pub fn matches(&self, path: &str) -> bool {
+        self.fit(path, |_, _| {})
+    }
+
     /// The variables' values when `path` fits the template (decoded).
     pub fn capture(&self, path: &str) -> Option<Vec<(&str, String)>> {
         let mut out = Vec::new();
-        let mut parts = path.split('/');
-        for seg in self.parts() {
-            let part = parts.next()?;
-            match seg {
-                Part::Literal(l) => {
-                    if l != part {
-                        return None;
-                    }
-                }
-                Part::Var(name) => {
-                    if part.is_empty() {
-                        return None;
-                    }
-                    let value = percent_encoding::percent_decode_str(part)
-                        .decode_utf8_lossy()
-                        .into_owned();
-                    out.push((name, value));
-                }
-            }
-        }
-        parts.next().is_none().then_some(out)
+        let fits = self.fit(path, |name, part| {
+            let value = percent_encoding::percent_decode_str(part).decode_utf8_lossy();
+            out.push((name, value.into_owned()));
+        });
+        fits.then_some(out)
     }
 
     pub fn variables(&self) -> impl Iterator<Item = &str> {

@@ -370,13 +370,12 @@ impl Engine {
                     return None;
                 }
                 let url_checked = c & URL_CHECKED != 0;
+                let m = &entry.mapping;
                 if entry.plain {
                     // Method and URL are all it pins: the rest of the pattern (and
                     // its memory) need not be read.
-                    let m = &entry.mapping;
                     return (url_checked || m.request.url_matches(req)).then_some((rank, None));
                 }
-                let m = &entry.mapping;
                 match m
                     .request
                     .try_matches_checked(req, url_checked, entry.method_decided)

@@ -681,12 +681,12 @@ pub fn load_root_with(root: &Path, ctx: &ParseContext) -> std::io::Result<LoadRe
 mod tests {
     use super::*;
 
-    fn root_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    fn root_with(files: &[(impl AsRef<str>, impl AsRef<str>)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         for (path, text) in files {
-            let p = dir.path().join(path);
+            let p = dir.path().join(path.as_ref());
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
+            std::fs::write(p, text.as_ref()).unwrap();
         }
         dir
     }
@@ -741,11 +741,7 @@ mod tests {
                 )
             })
             .collect();
-        let files: Vec<(&str, &str)> = texts
-            .iter()
-            .map(|(p, t)| (p.as_str(), t.as_str()))
-            .collect();
-        let dir = root_with(&files);
+        let dir = root_with(&texts);
         let order = mapping_files(dir.path()).unwrap();
         let r = load_root(dir.path()).unwrap();
         let read: Vec<&PathBuf> = r.file_hashes.iter().map(|(p, _)| p).collect();
@@ -812,11 +808,7 @@ mod tests {
                 }
             }
         }
-        let refs: Vec<(&str, &str)> = files
-            .iter()
-            .map(|(a, b)| (a.as_str(), b.as_str()))
-            .collect();
-        let dir = root_with(&refs);
+        let dir = root_with(&files);
         let got = mapping_files(dir.path()).unwrap();
         let mut want = Vec::new();
         listing_order(dir.path(), &dir.path().join("mappings"), &mut want);
