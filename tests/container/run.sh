@@ -114,7 +114,7 @@ names+=("$b")
   -e WIREMOCK_OPTIONS="--port 1 --verbose" "$tag" --port "$p2" --global-response-templating >/dev/null
 wait_up "$p2"
 ok "arguments after the image name win over WIREMOCK_OPTIONS (--port $p2, not 1)"
-curl -fsS -X POST "http://127.0.0.1:$p2/__admin/mappings" \
+curl -fsS -X POST "http://127.0.0.1:$p2/__admin/mappings" -H 'Content-Type: application/json' \
   -d '{"request": {"urlPath": "/tpl"}, "response": {"body": "path={{request.path}}"}}' >/dev/null
 body=$(curl -fsS "http://127.0.0.1:$p2/tpl")
 [ "$body" = "path=/tpl" ] || fail "--global-response-templating: /tpl answered '$body'"

@@ -10,7 +10,8 @@ use decoy_core::paths;
 pub const MAX_LISTED_FILES: usize = 100_000;
 
 impl Admin {
-    /// `/__admin/files/...`.
+    /// `/__admin/files/...`; the name is the rest of the path, its segments already
+    /// percent-decoded (an encoded `/` or `..` is then checked like any other).
     pub(super) fn files_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
         Some(match (req.method.as_str(), rest) {
             ("GET", []) => self.list_files(),
@@ -72,12 +73,9 @@ impl Admin {
 
     fn file_op(&self, req: &AdminRequest, name: &str) -> AdminReply {
         let dir = self.files_dir();
-        let name = percent_encoding::percent_decode_str(name)
-            .decode_utf8_lossy()
-            .into_owned();
         // The same containment rule as bodyFileName, symlinks included; a new file
         // need not exist yet.
-        let path = match paths::inside(&dir, &name, "__files") {
+        let path = match paths::inside(&dir, name, "__files") {
             Ok(p) => p,
             Err(why) => return AdminReply::bad_request(&why),
         };

@@ -6,8 +6,14 @@
 //! journal lock only for in-memory work) and returns an [`AdminReply`], which the HTTP
 //! transport sends like any other answer. Mapping changes go through the same parser
 //! as files, so they are validated the same way, with the same messages.
+//!
+//! Before any handler runs, [`Admin::handle`] checks the token ([`auth`]) or, without
+//! one, refuses what a web page on another site could make a browser send
+//! ([`cross_site`]), and percent-decodes the path's segments, so every handler sees
+//! names and ids as they are.
 
 pub mod auth;
+mod cross_site;
 pub mod dashboard;
 mod files;
 pub mod json;
@@ -173,6 +179,14 @@ pub struct AdminRequest {
     pub path: String,
     pub query: Vec<(String, String)>,
     pub authorization: Option<String>,
+    /// The listener's scheme (`http` or `https`) and the authority the client
+    /// addressed (HTTP/2's `:authority` or an absolute URI; `None` for `Host`): where
+    /// the request was sent, which a browser's `Origin` is compared with.
+    pub scheme: &'static str,
+    pub authority: Option<String>,
+    /// The request's headers (`Origin`, `Sec-Fetch-Site` and `Content-Type` are read
+    /// by the cross-site checks, see [`cross_site`]).
+    pub headers: http::HeaderMap,
     pub body: Bytes,
 }
 
@@ -222,8 +236,27 @@ impl Admin {
                 ),
             );
         }
-        let path = req.path.trim_end_matches('/');
-        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        // Without the token, a browser could be made to call from another site.
+        if self.token.is_none()
+            && let Some(refused) =
+                cross_site::cross_site(req).or_else(|| cross_site::form_body(req))
+        {
+            return refused;
+        }
+        // Each segment is percent-decoded once, after splitting on the `/` as sent:
+        // clients send names and ids encoded (WireMock's Java client, the dashboard),
+        // and an encoded `/` stays inside its segment (a scenario named `a/b`).
+        let decoded: Vec<String> = req
+            .path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
         // With state shared between instances (--state), a handler whose shared
         // read or write failed changed nothing it could not share: it answers 503.
         decoy_core::shared::take_failure();

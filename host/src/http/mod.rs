@@ -380,7 +380,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
                 }
                 return render(refused, version);
             }
-            return admin_reply(admin, &parts, rest, body, version).await;
+            return admin_reply(admin, &parts, conn.scheme, rest, body, version).await;
         }
         (Role::Admin, _, _) => {
             return render(
@@ -617,6 +617,7 @@ fn admin_refusal(
 async fn admin_reply(
     admin: &Arc<Admin>,
     parts: &http::request::Parts,
+    scheme: &'static str,
     rest: &str,
     body: Bytes,
     version: Version,
@@ -634,6 +635,9 @@ async fn admin_reply(
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
+        scheme,
+        authority: parts.uri.authority().map(|a| a.as_str().to_owned()),
+        headers: parts.headers.clone(),
         body,
     };
     let handler = admin.clone();

@@ -10,6 +10,7 @@
 
 mod common;
 
+mod admin_csrf;
 mod amqp;
 mod amqp_restart;
 mod cli;

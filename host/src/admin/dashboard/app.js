@@ -35,16 +35,47 @@ function authHeaders(extra) {
   return h;
 }
 
-async function api(path, options) {
+// Every admin call goes through api(), and any that fails (no answer, or an answer
+// that is not 2xx) is shown in the error banner with what was asked and decoy's
+// reason, so an action that did not happen never looks as if it did. 401 opens the
+// login prompt instead. A caller that shows the failure itself passes
+// { report: false }. Writes are same-origin fetches with a JSON body typed
+// application/json, which is what the admin API takes from a browser.
+async function api(path, options, { report = true } = {}) {
   const o = Object.assign({}, options || {});
   o.headers = authHeaders(o.headers);
-  const res = await fetch(API + path, o);
+  const what = (o.method || 'GET') + ' ' + API + path;
+  let res;
+  try {
+    res = await fetch(API + path, Object.assign(o, { credentials: 'same-origin' }));
+  } catch (e) {
+    if (report) showError(what + ': no answer from decoy (' + e.message + ')');
+    throw e;
+  }
   if (res.status === 401) {
     showLogin(state.token ? 'That token was refused.' : '');
     throw new Unauthorized(path);
   }
+  if (!res.ok && report) showError(what + ': ' + res.status + ' ' + reason(await res.clone().text(), res.statusText));
   return res;
 }
+
+// decoy's reason from an error answer: WireMock's {"errors": [...]} document, or
+// the text itself.
+function reason(text, fallback) {
+  try {
+    return JSON.parse(text).errors.map((e) => (e.source && e.source.pointer ? e.source.pointer + ': ' : '') + (e.detail || e.title)).join('; ');
+  } catch (e) {
+    return text.trim() || fallback || '';
+  }
+}
+
+function showError(message) {
+  setText('error-text', message);
+  $('error-banner').hidden = false;
+}
+
+$('error-close').addEventListener('click', () => { $('error-banner').hidden = true; });
 
 async function apiJson(path, options) {
   const res = await api(path, options);
@@ -132,7 +163,10 @@ async function connect() {
   try {
     const res = await fetch(API + '/dashboard/events', { headers: authHeaders(), signal: ctrl.signal });
     if (res.status === 401) { showLogin('That token was refused.'); return; }
-    if (!res.ok || !res.body) throw new Error('event stream: ' + res.status);
+    if (!res.ok || !res.body) {
+      showError('GET ' + API + '/dashboard/events: ' + res.status + ' ' + reason(await res.text(), res.statusText));
+      throw new Error('event stream: ' + res.status);
+    }
     setConnection('live', 'live');
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
@@ -561,7 +595,15 @@ $('stub-save').addEventListener('click', async () => {
     result.textContent = 'Not valid JSON: ' + e.message;
     return;
   }
-  const res = await api('/mappings', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  let res;
+  try {
+    res = await api('/mappings', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }, { report: false });
+  } catch (e) {
+    if (e instanceof Unauthorized) return;
+    result.className = 'bad-text';
+    result.textContent = 'No answer from decoy: ' + e.message;
+    return;
+  }
   const text = await res.text();
   if (res.ok) {
     const m = JSON.parse(text);
@@ -570,9 +612,7 @@ $('stub-save').addEventListener('click', async () => {
     if (state.selectedRequest && !state.selectedRequest.row.matched) await loadNearMiss(state.selectedRequest.row.id);
   } else {
     result.className = 'bad-text';
-    let msg = text;
-    try { msg = JSON.parse(text).errors.map((e) => (e.source && e.source.pointer ? e.source.pointer + ': ' : '') + (e.detail || e.title)).join('; '); } catch (e) { /* raw text */ }
-    result.textContent = 'Refused (' + res.status + '): ' + msg;
+    result.textContent = 'Refused (' + res.status + '): ' + reason(text, res.statusText);
   }
 });
 
@@ -596,12 +636,12 @@ $('scenario-table').addEventListener('click', async (ev) => {
   if (ev.target.classList.contains('scenario-reset')) target = 'Started';
   if (target === null) return;
   await api('/scenarios/' + encodeURIComponent(name) + '/state', { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ state: target }) });
-  loadScenarios();
+  await loadScenarios();
 });
 
 $('scenarios-reset-all').addEventListener('click', async () => {
   await api('/scenarios/reset', { method: 'POST' });
-  loadScenarios();
+  await loadScenarios();
 });
 
 // ---------- plugins ----------
