@@ -8,7 +8,8 @@ API: signing in with the token, the overview's counters moving while requests ar
 sent, the rejected mapping shown with its file, field and reason, searching the
 mappings, the journal filtered to unmatched requests, a near miss opened, a
 request copied as curl, a stub created from a journal entry and then answering,
-scenarios set and reset, the plugin's counters. The lists hold 10,000 rows each
+a scenario whose name has a space set and reset, a failed call shown in the error
+banner, the plugin's counters. The lists hold 10,000 rows each
 and the test checks they stay virtual (only the visible rows are in the page).
 A screenshot of each view is saved in the output directory.
 
@@ -145,10 +146,10 @@ def write_root(root):
         {"name": "templated", "request": {"method": "GET", "urlPath": "/greet"},
          "response": {"status": 200, "body": "hello {{request.query.who}}",
                       "transformers": ["response-template"]}},
-        {"name": "add to cart", "scenarioName": "cart",
+        {"name": "add to cart", "scenarioName": "shopping cart",
          "requiredScenarioState": "Started", "newScenarioState": "Full",
          "request": {"method": "POST", "url": "/cart"}, "response": {"status": 200}},
-        {"name": "checkout", "scenarioName": "cart", "requiredScenarioState": "Full",
+        {"name": "checkout", "scenarioName": "shopping cart", "requiredScenarioState": "Full",
          "newScenarioState": "Paid",
          "request": {"method": "POST", "url": "/checkout"}, "response": {"status": 200}},
     ]
@@ -347,17 +348,27 @@ def run(server, page):
 
     print("scenarios: state shown, set and reset")
     page.go("scenarios")
-    page.wait("the cart scenario", lambda: len(d.find_elements(By.CSS_SELECTOR, "tr[data-scenario='cart']")) == 1)
-    row = d.find_element(By.CSS_SELECTOR, "tr[data-scenario='cart']")
+    page.wait("the shopping cart scenario", lambda: len(d.find_elements(By.CSS_SELECTOR, "tr[data-scenario='shopping cart']")) == 1)
+    row = d.find_element(By.CSS_SELECTOR, "tr[data-scenario='shopping cart']")
     assert row.find_element(By.CLASS_NAME, "scenario-state").text == "Started"
     Select(row.find_element(By.TAG_NAME, "select")).select_by_visible_text("Full")
     row.find_element(By.CLASS_NAME, "scenario-set").click()  # the table is static until then
     page.wait("state Full in the API", lambda: scenario_state(server) == "Full")
     page.wait("state Full in the page", lambda: d.find_element(
-        By.CSS_SELECTOR, "tr[data-scenario='cart'] .scenario-state").text == "Full")
+        By.CSS_SELECTOR, "tr[data-scenario='shopping cart'] .scenario-state").text == "Full")
     page.shot("scenarios")
-    d.find_element(By.CSS_SELECTOR, "tr[data-scenario='cart'] .scenario-reset").click()
+    d.find_element(By.CSS_SELECTOR, "tr[data-scenario='shopping cart'] .scenario-reset").click()
     page.wait("state Started again", lambda: scenario_state(server) == "Started")
+    # (The name has a space: set and reset go through an encoded path.)
+
+    print("a failed call is shown, not swallowed")
+    d.execute_script("api('/scenarios/' + encodeURIComponent('no such scenario') + '/state',"
+                     " { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: '{}' })")
+    page.wait("the error banner", lambda: page.el("error-banner").is_displayed())
+    shown = page.text("error-text")
+    assert "404" in shown and "Scenario no such scenario does not exist" in shown, shown
+    page.el("error-close").click()
+    page.wait("the banner dismissed", lambda: not page.el("error-banner").is_displayed())
 
     print("plugins: calls and failures as the API counts them")
     page.go("plugins")
@@ -380,7 +391,7 @@ def run(server, page):
 
 def scenario_state(server):
     for s in server.admin("/scenarios")["scenarios"]:
-        if s["name"] == "cart":
+        if s["name"] == "shopping cart":
             return s["state"]
     return None
 
