@@ -22,16 +22,21 @@
 //!   its scheme, host and port must then be those the request was sent to (`:authority`
 //!   or `Host`, and the listener's scheme), and `Origin: null` (a sandboxed frame, a
 //!   local file) is refused.
-//! - **What the body is** ([`form_body`]). A call with a body typed as one of the
-//!   three form types above is refused with 415: every admin endpoint that reads a
-//!   body reads JSON, sent as `application/json` (or `application/*+json`, or untyped),
-//!   so a form-typed body can only be a browser's form or a client that forgot the
-//!   type. The one exception is `PUT /__admin/files/{name}`, which stores its body as
-//!   sent (and a PUT cannot be sent across sites without the browser asking first).
+//! - **What a browser's body is** ([`form_body`]). From a browser, a call with a
+//!   body typed as one of the three form types above is refused with 415: every
+//!   admin endpoint that reads a body reads JSON, and a browser sends JSON typed as
+//!   `application/json` unless a form sends it. This catches the browsers that state
+//!   no origin at all (Firefox before version 70 sent no `Origin` with a form). A
+//!   request is a browser's when it carries `Origin` or a `Sec-Fetch-*` header, or a
+//!   `User-Agent` starting with `Mozilla/` (every browser's; a cross-site request
+//!   cannot change it without the browser asking decoy first). The rule cannot
+//!   apply to other clients: WireMock's own Java client sends its JSON typed
+//!   `text/plain; charset=UTF-8`, and `curl -d` types it as a form. The one
+//!   exception is `PUT /__admin/files/{name}`, which stores its body as sent.
 //!
 //! Clients that are not browsers (WireMock's Java client, the `wiremock` Python
-//! package, curl) send neither `Origin` nor `Sec-Fetch-Site`, so only the body type
-//! can concern them, and they send JSON as JSON.
+//! package, curl) send neither `Origin` nor `Sec-Fetch-Site` nor a browser's
+//! `User-Agent`, so neither check concerns them.
 //!
 //! With `--admin-token` neither check applies: every admin call must then carry
 //! `Authorization: Bearer <token>`, a header a page on another site cannot add
@@ -100,11 +105,12 @@ const FORM_TYPES: [&str; 3] = [
     "multipart/form-data",
 ];
 
-/// 415 for a body typed as a form where the admin API reads JSON.
+/// 415 for a browser's body typed as a form where the admin API reads JSON.
 pub(super) fn form_body(req: &AdminRequest) -> Option<AdminReply> {
     if !changes_state(&req.method)
         || req.body.iter().all(u8::is_ascii_whitespace)
         || req.path.starts_with("/files/")
+        || !from_a_browser(req)
     {
         return None;
     }
@@ -135,13 +141,23 @@ pub(super) fn form_body(req: &AdminRequest) -> Option<AdminReply> {
         json::error(
             "Unsupported media type",
             &format!(
-                "{} /__admin{} reads its body as JSON, but it was sent as {sent}, a type \
-                 a web page on another site can make a browser send; send it as \
-                 Content-Type: application/json (with curl: -H 'Content-Type: application/json')",
+                "{} /__admin{} reads its body as JSON, but this browser sent it as {sent}, \
+                 the way a form on a web page of another site can make it send one; a \
+                 browser's JSON must be sent as Content-Type: application/json",
                 req.method, req.path
             ),
         ),
     ))
+}
+
+/// Whether a browser sent the request (see the module documentation).
+fn from_a_browser(req: &AdminRequest) -> bool {
+    req.headers.contains_key(http::header::ORIGIN)
+        || req
+            .headers
+            .keys()
+            .any(|k| k.as_str().starts_with("sec-fetch-"))
+        || header(req, "user-agent").is_some_and(|ua| ua.starts_with("Mozilla/"))
 }
 
 fn header<'a>(req: &'a AdminRequest, name: &str) -> Option<&'a str> {
@@ -264,10 +280,13 @@ mod tests {
         assert!(cross_site(&get).is_none());
     }
 
+    const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:68.0) Gecko/20100101 Firefox/68.0";
+
     #[test]
-    fn form_typed_bodies_are_refused_except_for_files() {
+    fn a_browsers_form_typed_bodies_are_refused_except_for_files() {
         let typed = |ct: &str, path: &str, body: &str| {
-            form_body(&request("POST", path, &[("content-type", ct)], body)).map(|r| r.status)
+            let headers = [("content-type", ct), ("user-agent", FIREFOX)];
+            form_body(&request("POST", path, &headers, body)).map(|r| r.status)
         };
         assert_eq!(typed("text/plain", "/mappings", "{}"), Some(415));
         assert_eq!(
@@ -291,5 +310,38 @@ mod tests {
         assert_eq!(typed("text/plain", "/reset", ""), None, "no body");
         assert_eq!(typed("text/plain", "/files/a.txt", "hello"), None);
         assert!(form_body(&request("POST", "/mappings", &[], "{}")).is_none());
+    }
+
+    #[test]
+    fn other_clients_may_type_their_json_as_they_do() {
+        let typed = |headers: &[(&str, &str)]| {
+            form_body(&request("POST", "/mappings", headers, "{}")).map(|r| r.status)
+        };
+        // WireMock 3's Java client (HttpCore 5's StringEntity with a charset).
+        let java = [
+            ("content-type", "text/plain; charset=UTF-8"),
+            ("user-agent", "Apache-HttpClient/5.4.3 (Java/17.0.12)"),
+        ];
+        assert_eq!(typed(&java), None);
+        let curl = [
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("user-agent", "curl/8.5.0"),
+        ];
+        assert_eq!(typed(&curl), None);
+        assert_eq!(
+            typed(&[("content-type", "text/plain")]),
+            None,
+            "no User-Agent"
+        );
+        // A browser says so in more ways than its User-Agent.
+        assert_eq!(
+            typed(&[("content-type", "text/plain"), ("origin", "null")]),
+            Some(415)
+        );
+        let fetch = [
+            ("content-type", "text/plain"),
+            ("sec-fetch-mode", "no-cors"),
+        ];
+        assert_eq!(typed(&fetch), Some(415));
     }
 }

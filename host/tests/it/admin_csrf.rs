@@ -12,6 +12,9 @@ use decoy::server::{ServeOptions, start};
 
 const EVIL: &str = "http://evil.example";
 
+/// A browser that sends no `Origin` with a form (Firefox before version 70).
+const OLD_FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:68.0) Gecko/20100101 Firefox/68.0";
+
 /// A stub as the attacking page would post it.
 fn stub(url: &str) -> String {
     json!({
@@ -219,43 +222,42 @@ async fn a_same_origin_call_is_accepted_and_origin_null_is_refused() {
 }
 
 #[tokio::test]
-async fn clients_that_are_not_browsers_keep_working_with_json_or_no_type() {
+async fn clients_that_are_not_browsers_keep_working_whatever_type_they_give_their_json() {
     let dir = crate::common::root(&[]);
     let server = start(crate::common::options(dir.path())).await.unwrap();
     let addr = server.http_addr;
-    for (i, content_type) in [
-        None,
-        Some("application/json"),
-        Some("application/json; charset=UTF-8"),
-        Some("application/vnd.wiremock+json"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let headers: Vec<(&str, &str)> = content_type
-            .map(|t| ("content-type", t))
-            .into_iter()
-            .collect();
+    let clients: [&[(&str, &str)]; 7] = [
+        &[],
+        &[("content-type", "application/json")],
+        &[("content-type", "application/json; charset=UTF-8")],
+        &[("content-type", "application/vnd.wiremock+json")],
+        // WireMock 3's Java client types its JSON this way (HttpCore 5's StringEntity).
+        &[
+            ("content-type", "text/plain; charset=UTF-8"),
+            ("user-agent", "Apache-HttpClient/5.4.3 (Java/17.0.12)"),
+        ],
+        // curl -d, as WireMock's documentation writes it.
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("user-agent", "curl/8.5.0"),
+        ],
+        // Python's urllib given data and no type.
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("user-agent", "Python-urllib/3.12"),
+        ],
+    ];
+    for (i, headers) in clients.into_iter().enumerate() {
         let url = format!("/client/{i}");
-        let a = send(addr, "POST", "/__admin/mappings", &headers, &stub(&url)).await;
-        assert_eq!(a.status, 201, "{content_type:?}: {}", a.body);
+        let a = send(addr, "POST", "/__admin/mappings", headers, &stub(&url)).await;
+        assert_eq!(a.status, 201, "{headers:?}: {}", a.body);
         assert_eq!(get(addr, &url).await.body, "planted");
     }
-    // Bodiless calls whatever their type (curl -X POST -d '' sends a form type).
-    let a = send(
-        addr,
-        "POST",
-        "/__admin/scenarios/reset",
-        &[("content-type", "application/x-www-form-urlencoded")],
-        "",
-    )
-    .await;
-    assert_eq!(a.status, 200, "{}", a.body);
     server.shutdown().await;
 }
 
 #[tokio::test]
-async fn a_form_typed_body_is_refused_with_415_and_creates_nothing() {
+async fn a_browsers_form_typed_body_is_refused_with_415_and_changes_nothing() {
     let dir = crate::common::root(&[]);
     let server = start(crate::common::options(dir.path())).await.unwrap();
     let addr = server.http_addr;
@@ -269,7 +271,7 @@ async fn a_form_typed_body_is_refused_with_415_and_creates_nothing() {
             addr,
             "POST",
             "/__admin/mappings",
-            &[("content-type", content_type)],
+            &[("content-type", content_type), ("user-agent", OLD_FIREFOX)],
             &form_spelled_stub("/csrf-form"),
         )
         .await;
@@ -282,21 +284,39 @@ async fn a_form_typed_body_is_refused_with_415_and_creates_nothing() {
     }
     let a = send(
         addr,
-        "PUT",
-        "/__admin/scenarios/any/state",
-        &[("content-type", "text/plain")],
-        r#"{"state": "x"}"#,
+        "POST",
+        "/__admin/settings",
+        &[("content-type", "text/plain"), ("user-agent", OLD_FIREFOX)],
+        r#"{"fixedDelay": 5000, "pad": "="}"#,
     )
     .await;
     assert_eq!(a.status, 415, "{}", a.body);
+    let (_, settings) = admin(addr, "GET", "/settings", Value::Null).await;
+    assert!(
+        settings["settings"].get("fixedDelay").is_none(),
+        "{settings}"
+    );
     assert_eq!(stub_count(addr).await, 0);
     assert_eq!(get(addr, "/csrf-form").await.status, 404);
+    // Bodiless calls pass whatever their type.
+    let a = send(
+        addr,
+        "POST",
+        "/__admin/scenarios/reset",
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("user-agent", OLD_FIREFOX),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
     // A file's body is stored as sent, whatever its type.
     let a = send(
         addr,
         "PUT",
         "/__admin/files/note.txt",
-        &[("content-type", "text/plain")],
+        &[("content-type", "text/plain"), ("user-agent", OLD_FIREFOX)],
         "hello",
     )
     .await;
