@@ -30,8 +30,10 @@
 //!   request is a browser's when it carries `Origin` or a `Sec-Fetch-*` header, or a
 //!   `User-Agent` starting with `Mozilla/` (every browser's; a cross-site request
 //!   cannot change it without the browser asking decoy first). The rule cannot
-//!   apply to other clients: WireMock's own Java client sends its JSON typed
-//!   `text/plain; charset=UTF-8`, and `curl -d` types it as a form. The one
+//!   apply to other clients: WireMock's Java client of the 2.x line and of some 3.x
+//!   releases sends its JSON typed `text/plain; charset=UTF-8` (Apache HttpClient's
+//!   `StringEntity` given only a charset; 3.13.2's sends `application/json`), and
+//!   `curl -d` types it as a form. The one
 //!   exception is `PUT /__admin/files/{name}`, which stores its body as sent.
 //!
 //! Clients that are not browsers (WireMock's Java client, the `wiremock` Python
@@ -317,7 +319,7 @@ mod tests {
         let typed = |headers: &[(&str, &str)]| {
             form_body(&request("POST", "/mappings", headers, "{}")).map(|r| r.status)
         };
-        // WireMock 3's Java client (HttpCore 5's StringEntity with a charset).
+        // WireMock's Java client, 2.x and some 3.x (a StringEntity given only a charset).
         let java = [
             ("content-type", "text/plain; charset=UTF-8"),
             ("user-agent", "Apache-HttpClient/5.4.3 (Java/17.0.12)"),

@@ -244,7 +244,7 @@ impl Admin {
             return refused;
         }
         // Each segment is percent-decoded once, after splitting on the `/` as sent:
-        // clients send names and ids encoded (WireMock's Java client, the dashboard),
+        // clients send names and ids encoded (the dashboard, most HTTP libraries),
         // and an encoded `/` stays inside its segment (a scenario named `a/b`).
         let decoded: Vec<String> = req
             .path

@@ -1,7 +1,7 @@
 //! The admin API against calls a web page on another site makes through a browser
 //! (each request here carries the headers such a browser sends), and admin paths
-//! whose names and ids arrive percent-encoded, as WireMock's Java client and the
-//! dashboard send them.
+//! whose names and ids arrive percent-encoded, as the dashboard and most HTTP clients
+//! send them.
 
 use std::net::SocketAddr;
 
@@ -231,7 +231,7 @@ async fn clients_that_are_not_browsers_keep_working_whatever_type_they_give_thei
         &[("content-type", "application/json")],
         &[("content-type", "application/json; charset=UTF-8")],
         &[("content-type", "application/vnd.wiremock+json")],
-        // WireMock 3's Java client types its JSON this way (HttpCore 5's StringEntity).
+        // WireMock's Java client, 2.x and some 3.x, types its JSON this way.
         &[
             ("content-type", "text/plain; charset=UTF-8"),
             ("user-agent", "Apache-HttpClient/5.4.3 (Java/17.0.12)"),
