@@ -24,7 +24,9 @@
 //! - [`admin`]: WireMock's admin API under `/__admin`, and record/playback.
 //! - [`watch`]: hot reload; file-system events, debounced, fed to the store
 //!   (`decoy_core::store`) and the MQ service (`decoy_mq`).
-//! - [`webhooks`]: sends stubs' (and MQ mappings') webhooks after their answer.
+//! - [`webhooks`]: sends stubs' (and MQ mappings') webhooks after their answer,
+//!   within limits, through the one outbound client (`http::client`) that proxying
+//!   and recording use too.
 //! - [`server`]: wiring for `decoy serve`: load, watch, bind, spawn.
 //!
 //! The binary (`src/main.rs`, `src/commands/`) is a thin clap front end over these.

@@ -73,8 +73,9 @@ pub struct ServeOptions {
     pub match_headers: Vec<String>,
     /// `--filename-template`: how saved and recorded stub files are named.
     pub filenames: decoy_core::filenames::FilenameMaker,
-    /// `--webhook-threadpool-size`: webhooks sent at once (more wait their turn).
-    pub webhook_concurrency: usize,
+    /// `--webhook-threadpool-size`, `--max-pending-webhook-bytes`: webhooks sent at
+    /// once, and how many may wait.
+    pub webhooks: crate::webhooks::WebhookLimits,
 }
 
 impl ServeOptions {
@@ -127,7 +128,7 @@ impl Default for ServeOptions {
             record_mappings: false,
             match_headers: Vec::new(),
             filenames: Default::default(),
-            webhook_concurrency: crate::webhooks::DEFAULT_CONCURRENCY,
+            webhooks: Default::default(),
         }
     }
 }
@@ -343,7 +344,14 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         store.upsert(mapping);
     }
     let metrics = Arc::new(Metrics::default());
-    let webhooks = crate::webhooks::WebhookSender::new(opts.webhook_concurrency, metrics.clone());
+    // One outbound client for proxy stubs, recording and webhooks: one pool, and the
+    // target rules applied to every request decoy makes of its own.
+    let outbound = Arc::new(crate::http::client::Outbound::new(
+        proxy_targets,
+        opts.proxy_via.clone(),
+    ));
+    let webhooks =
+        crate::webhooks::WebhookSender::new(opts.webhooks, outbound.clone(), metrics.clone());
     let mq = decoy_mq::MqService::start(
         &opts.root_dir,
         mq_load,
@@ -391,10 +399,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         journal.set_peers(s.clone());
         s.attach(store.clone(), journal.clone()).await;
     }
-    let proxy = ProxyClient::new(opts.proxy_timeout)
-        .preserving_host(opts.preserve_host_header)
-        .via(opts.proxy_via.clone())
-        .targets(proxy_targets);
+    let proxy =
+        ProxyClient::new(outbound, opts.proxy_timeout).preserving_host(opts.preserve_host_header);
     let recorder = opts.record_mappings.then(|| {
         Arc::new(crate::http::recorder::Recorder::new(
             &opts.root_dir,

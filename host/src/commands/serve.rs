@@ -179,6 +179,10 @@ pub struct ServeArgs {
     /// Webhooks sent at once (default 10, as WireMock's pool); more wait their turn.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     webhook_threadpool_size: Option<u32>,
+    /// Bytes that webhooks waiting to be sent may hold in all (the requests kept to
+    /// render them, the rendered requests); past it new webhooks are dropped, counted.
+    #[arg(long, default_value_t = decoy::webhooks::DEFAULT_MAX_PENDING_BYTES, value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_pending_webhook_bytes: usize,
     /// No HTTP/2 on the plain port (h2c); HTTP/1.1 only.
     #[arg(long)]
     disable_http2_plain: bool,
@@ -242,11 +246,12 @@ pub struct ServeArgs {
     max_http_client_connections: Option<String>,
     #[arg(long, hide = true)]
     disable_connection_reuse: Option<String>,
-    /// Proxy stubs, --proxy-all and recording may reach only these targets:
+    /// Proxy stubs, --proxy-all, recording and webhooks may reach only these targets:
     /// comma-separated IPv4 addresses, ranges (A-B) and host name wildcards (*.x.com).
     #[arg(long, value_name = "LIST")]
     allow_proxy_targets: Option<String>,
-    /// Proxy stubs, --proxy-all and recording may not reach these targets (same syntax).
+    /// Proxy stubs, --proxy-all, recording and webhooks may not reach these targets
+    /// (same syntax).
     #[arg(long, value_name = "LIST")]
     deny_proxy_targets: Option<String>,
     #[arg(long, hide = true)]
@@ -581,9 +586,13 @@ impl ServeArgs {
                 .map(|h| h.trim().to_owned())
                 .filter(|h| !h.is_empty())
                 .collect(),
-            webhook_concurrency: self
-                .webhook_threadpool_size
-                .map_or(decoy::webhooks::DEFAULT_CONCURRENCY, |n| n as usize),
+            webhooks: decoy::webhooks::WebhookLimits {
+                concurrency: self
+                    .webhook_threadpool_size
+                    .map_or(decoy::webhooks::DEFAULT_CONCURRENCY, |n| n as usize),
+                max_pending_bytes: self.max_pending_webhook_bytes,
+                ..Default::default()
+            },
         }
     }
 }

@@ -15,6 +15,7 @@
 //! [`crate::webhooks`] with the request, and wait until hyper is done with the body.
 
 pub mod body;
+pub mod client;
 pub mod conns;
 pub mod cors;
 pub mod fault;

@@ -1,5 +1,6 @@
 //! `--allow-proxy-targets` and `--deny-proxy-targets`: which services proxy stubs,
-//! `--proxy-all` and recording may reach, read as WireMock 3 reads them.
+//! `--proxy-all`, recording and webhooks may reach (every request of decoy's own goes
+//! through `client.rs`, which applies them), read as WireMock 3 reads them.
 //!
 //! Each flag is a comma-separated list of entries of three kinds: one IPv4 address
 //! (`10.1.2.3`), an IPv4 range (`192.168.10.1-192.168.11.254`, both ends included)
@@ -14,9 +15,10 @@
 //!   range (any address, when the allow list has none) and in no denied one.
 //!
 //! WireMock's rules only name IPv4 addresses, so an IPv6 address never matches one:
-//! it is allowed unless the allow list names addresses. A target refused by these
-//! rules is answered as WireMock answers it: a 500 with the text
-//! "The target proxy address is denied in WireMock's configuration.".
+//! it is allowed unless the allow list names addresses. A proxied request refused by
+//! these rules is answered as WireMock answers it: a 500 with the text
+//! "The target proxy address is denied in WireMock's configuration."; a refused
+//! webhook is not sent, and is logged and counted.
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

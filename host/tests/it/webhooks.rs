@@ -42,9 +42,18 @@ impl Receiver {
         Receiver::start_gated(None).await
     }
 
+    /// Listening on `ip` (a loopback address) rather than 127.0.0.1.
+    async fn start_on(ip: &str) -> Receiver {
+        Receiver::listen(ip, None).await
+    }
+
     /// Each answer waits for one message on `gate` (when given).
     async fn start_gated(gate: Option<mpsc::UnboundedReceiver<()>>) -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Receiver::listen("127.0.0.1", gate).await
+    }
+
+    async fn listen(ip: &str, gate: Option<mpsc::UnboundedReceiver<()>>) -> Receiver {
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, got) = mpsc::unbounded_channel();
         let gate = std::sync::Arc::new(tokio::sync::Mutex::new(gate));
@@ -284,7 +293,7 @@ async fn webhook_threadpool_size_caps_the_webhooks_sent_at_once() {
          "serveEventListeners": [{"name": "webhook", "parameters": {"url": rx.url("/one")}}]}
     ]));
     let mut opts = common::options(dir.path());
-    opts.webhook_concurrency = 1;
+    opts.webhooks.concurrency = 1;
     let server = decoy::server::start(opts).await.unwrap();
     common::get(server.http_addr, "/one").await;
     common::get(server.http_addr, "/one").await;
@@ -367,4 +376,397 @@ async fn an_mq_reply_on_rabbitmq_triggers_the_mappings_webhook_templated_from_th
     wait_for_count(server.http_addr, "sent", 1).await;
     server.shutdown().await;
     crate::amqp::drop_queues(&ch, &names).await;
+}
+
+/// A target that accepts every connection and never answers (nor reads), counting
+/// the connections it holds.
+struct DeadTarget {
+    addr: SocketAddr,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl DeadTarget {
+    async fn start() -> DeadTarget {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(stream);
+            }
+        });
+        DeadTarget { addr, accepted }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The value of the metric line that starts with `name` (with its labels), 0 when
+/// it is not there.
+async fn metric(addr: SocketAddr, name: &str) -> u64 {
+    let text = common::get(addr, "/__admin/metrics").await.body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits (up to 20 s) until `what` holds of the metrics, each read by [`metric`];
+/// panics with the metrics text otherwise.
+async fn wait_for_metrics(addr: SocketAddr, names: &[&str], what: impl Fn(&[u64]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut values = Vec::new();
+        for n in names {
+            values.push(metric(addr, n).await);
+        }
+        if what(&values) {
+            return;
+        }
+        if Instant::now() > deadline {
+            let text = common::get(addr, "/__admin/metrics").await.body;
+            panic!("the metrics {names:?} = {values:?} never got there in 20 s:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_target_that_never_answers_takes_half_the_slots_and_a_healthy_target_still_gets_its_webhooks()
+ {
+    let dead = DeadTarget::start().await;
+    let mut rx = Receiver::start().await;
+    let dir = common::root_with_stubs(json!([
+        {"request": {"urlPath": "/dead"},
+         "serveEventListeners": [{"name": "webhook", "parameters": {
+            "method": "POST", "url": dead.url("/hang"), "body": "x"}}]},
+        {"request": {"urlPath": "/healthy"},
+         "serveEventListeners": [{"name": "webhook", "parameters": {
+            "method": "POST", "url": rx.url("/ok/{{originalRequest.query.n}}"), "body": "y"}}]}
+    ]));
+    let mut opts = common::options(dir.path());
+    // Longer than any wait below: a webhook to the dead target never gives its slot
+    // back during the test, so a healthy webhook arrives only if it has slots of its own.
+    opts.webhooks.timeout = Duration::from_secs(3600);
+    let server = decoy::server::start(opts).await.unwrap();
+    for _ in 0..40 {
+        assert_eq!(common::get(server.http_addr, "/dead").await.status, 200);
+    }
+    // Half of the 10 slots are in use by the dead target, the rest of its webhooks
+    // wait for them.
+    wait_for_metrics(server.http_addr, &["decoy_webhooks_pending"], |v| {
+        v[0] == 40
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dead.accepted() < 5 {
+        assert!(Instant::now() < deadline, "{} connections", dead.accepted());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for n in 0..5 {
+        let path = format!("/healthy?n={n}");
+        assert_eq!(common::get(server.http_addr, &path).await.status, 200);
+    }
+    let mut got: Vec<String> = Vec::new();
+    for _ in 0..5 {
+        got.push(rx.next().await.uri);
+    }
+    got.sort();
+    assert_eq!(got, ["/ok/0", "/ok/1", "/ok/2", "/ok/3", "/ok/4"]);
+    wait_for_count(server.http_addr, "sent", 5).await;
+    assert_eq!(
+        dead.accepted(),
+        5,
+        "the dead target holds its half of the slots, no more"
+    );
+    assert_eq!(metric(server.http_addr, "decoy_webhooks_pending").await, 40);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn big_webhooks_to_dead_targets_are_dropped_past_the_byte_limits_and_counted() {
+    let targets = [
+        DeadTarget::start().await,
+        DeadTarget::start().await,
+        DeadTarget::start().await,
+    ];
+    let stubs: Vec<_> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            json!({"request": {"method": "POST", "urlPath": format!("/big/{i}")},
+             "serveEventListeners": [{"name": "webhook", "parameters": {
+                "method": "POST", "url": t.url("/big"), "body": "{{{originalRequest.body}}}"}}]})
+        })
+        .collect();
+    let dir = common::root_with_stubs(json!(stubs));
+    let mut opts = common::options(dir.path());
+    opts.webhooks.timeout = Duration::from_secs(3600);
+    let limit: u64 = 1024 * 1024;
+    opts.webhooks.max_pending_bytes = limit as usize;
+    let server = decoy::server::start(opts).await.unwrap();
+    let body = "b".repeat(100 * 1024);
+    for target in 0..3 {
+        for _ in 0..10 {
+            let path = format!("/big/{target}");
+            let a = common::send(server.http_addr, "POST", &path, &[], &body).await;
+            assert_eq!(a.status, 200);
+        }
+    }
+    // Each webhook holds about 100 KiB twice over until it is rendered, then once:
+    // a target may hold half of the 1 MiB (five of them), and the third target
+    // finds the whole of it taken.
+    let names = [
+        "decoy_webhooks_pending",
+        "decoy_webhooks_total{outcome=\"dropped\"}",
+        "decoy_webhooks_dropped_total{limit=\"target-bytes\"}",
+        "decoy_webhooks_dropped_total{limit=\"bytes\"}",
+        "decoy_webhooks_pending_bytes",
+    ];
+    wait_for_metrics(server.http_addr, &names, |v| {
+        v[0] + v[1] == 30 && v[4] < v[0] * 110 * 1024
+    })
+    .await;
+    let values = {
+        let mut v = Vec::new();
+        for n in names {
+            v.push(metric(server.http_addr, n).await);
+        }
+        v
+    };
+    let [pending, dropped, by_target, by_total, bytes] = values[..] else {
+        unreachable!()
+    };
+    assert!(bytes <= limit, "{bytes} bytes pending");
+    assert!(pending >= 5, "{values:?}");
+    assert_eq!(dropped, by_target + by_total, "{values:?}");
+    assert!(
+        by_target >= 5,
+        "the first target's sixth and later: {values:?}"
+    );
+    assert!(
+        by_total >= 1,
+        "the third target found the limit reached: {values:?}"
+    );
+    assert_eq!(
+        metric(
+            server.http_addr,
+            "decoy_webhooks_dropped_total{limit=\"pending\"}"
+        )
+        .await,
+        0
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn deny_proxy_targets_refuses_a_webhook_url_templated_from_the_request() {
+    let mut rx = Receiver::start().await;
+    let stub = json!([{"request": {"urlPath": "/notify"},
+        "serveEventListeners": [{"name": "webhook", "parameters": {
+            "method": "POST", "url": "http://{{originalRequest.query.host}}/internal-admin", "body": "x"}}]}]);
+    let dir = common::root_with_stubs(stub);
+    let mut opts = common::options(dir.path());
+    opts.deny_proxy_targets = Some("127.0.0.1,localhost".into());
+    let server = decoy::server::start(opts).await.unwrap();
+    let port = rx.addr.port();
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        let a = common::get(server.http_addr, &format!("/notify?host={host}")).await;
+        assert_eq!(a.status, 200, "the stub still answers");
+    }
+    wait_for_count(server.http_addr, "denied", 2).await;
+    assert!(rx.got.try_recv().is_err(), "a denied target got a webhook");
+    // Another address is allowed: the rule, not every webhook, refused them.
+    match tokio::net::TcpListener::bind("127.0.0.2:0").await {
+        Err(e) => println!("skipped the allowed-address half: 127.0.0.2 cannot be bound ({e})"),
+        Ok(probe) => {
+            drop(probe);
+            let mut other = Receiver::start_on("127.0.0.2").await;
+            let host = other.addr.to_string();
+            common::get(server.http_addr, &format!("/notify?host={host}")).await;
+            assert_eq!(other.next().await.uri, "/internal-admin");
+        }
+    }
+    server.shutdown().await;
+
+    // A name allowed as written is still refused when it resolves to a denied address.
+    let dir = common::root_with_stubs(json!([{"request": {"urlPath": "/notify"},
+        "serveEventListeners": [{"name": "webhook", "parameters": {
+            "url": "http://{{originalRequest.query.host}}/internal-admin"}}]}]));
+    let mut opts = common::options(dir.path());
+    opts.deny_proxy_targets = Some("127.0.0.1".into());
+    let server = decoy::server::start(opts).await.unwrap();
+    common::get(server.http_addr, &format!("/notify?host=localhost:{port}")).await;
+    wait_for_count(server.http_addr, "denied", 1).await;
+    assert!(rx.got.try_recv().is_err(), "localhost got a webhook");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_webhook_calling_its_own_stub_stops_at_the_hop_limit() {
+    let dir = common::root(&[]);
+    let server = common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    // Its own hop header is replaced by decoy's count, so it cannot reset the count.
+    let (status, _) = common::admin(
+        addr,
+        "POST",
+        "/mappings",
+        json!({
+            "request": {"urlPath": "/loop"},
+            "serveEventListeners": [{"name": "webhook", "parameters": {
+                "url": format!("http://{addr}/loop"), "headers": {"Decoy-Webhook-Hops": "0"}}}]
+        }),
+    )
+    .await;
+    assert_eq!(status, 201);
+    assert_eq!(common::get(addr, "/loop").await.status, 200);
+    wait_for_count(addr, "looped", 1).await;
+    wait_for_count(addr, "sent", 5).await;
+    wait_for_metrics(addr, &["decoy_webhooks_pending"], |v| v[0] == 0).await;
+    let (_, journal) = common::admin(addr, "GET", "/requests", serde_json::Value::Null).await;
+    let mut hops: Vec<String> = journal["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let headers = &e["request"]["headers"];
+            let h = headers
+                .as_object()
+                .and_then(|h| {
+                    h.iter()
+                        .find(|(k, _)| k.eq_ignore_ascii_case("decoy-webhook-hops"))
+                })
+                .map(|(_, v)| v.as_str().unwrap_or_default().to_owned());
+            h.unwrap_or_else(|| "-".into())
+        })
+        .collect();
+    hops.sort();
+    assert_eq!(hops, ["-", "1", "2", "3", "4", "5"]);
+    assert_eq!(
+        metric(addr, "decoy_webhooks_total{outcome=\"sent\"}").await,
+        5
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn warnings_about_webhooks_not_sent_are_throttled_to_a_few_lines_and_a_summary() {
+    use std::io::BufRead as _;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let dir = common::root_with_stubs(json!([
+        {"request": {"urlPath": "/fail"},
+         "serveEventListeners": [{"name": "webhook", "parameters": {
+            "method": "POST", "url": format!("http://{closed}/gone"), "body": "x"}}]},
+        {"request": {"method": "POST", "urlPath": "/drop"},
+         "serveEventListeners": [{"name": "webhook", "parameters": {
+            "method": "POST", "url": format!("http://{closed}/never"), "body": "x"}}]}
+    ]));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_decoy"))
+        .args(["serve", "--port", "0", "--bind-address", "127.0.0.1"])
+        // The request kept for rendering a /drop webhook alone is over this; a
+        // /fail one takes less than a thousandth of it.
+        .args(["--max-pending-webhook-bytes", "20000", "--root-dir"])
+        .arg(dir.path())
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    let port: u16 = ready
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {ready:?}"));
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let big = "d".repeat(30_000);
+    for _ in 0..200 {
+        assert_eq!(common::get(addr, "/fail").await.status, 200);
+        assert_eq!(
+            common::send(addr, "POST", "/drop", &[], &big).await.status,
+            200
+        );
+    }
+    wait_for_count(addr, "failed", 200).await;
+    wait_for_count(addr, "dropped", 200).await;
+    // Every webhook is in a whole line or a summary's count, once the summaries are out.
+    let mut webhook_lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let counted = |lines: &[String], kind: &str, whole: &str| -> u64 {
+        let mut n = 0;
+        for l in lines {
+            if l.contains("webhooks not logged one by one") {
+                n += l
+                    .split(", ")
+                    .flat_map(|part| part.split(": "))
+                    .filter(|p| p.contains(kind))
+                    .filter_map(|p| p.split(' ').next()?.replace(',', "").parse::<u64>().ok())
+                    .sum::<u64>();
+            } else if l.contains(whole) {
+                n += 1;
+            }
+        }
+        n
+    };
+    loop {
+        while let Ok(l) = lines.try_recv() {
+            if l.contains("webhook") {
+                webhook_lines.push(l);
+            }
+        }
+        let failed = counted(&webhook_lines, "failed", "/gone of");
+        let dropped = counted(&webhook_lines, "dropped", "dropped: the webhooks waiting");
+        if failed == 200 && dropped == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{failed} failed and {dropped} dropped webhooks accounted for in 40 s:\n{}",
+            webhook_lines.join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // 400 webhooks not sent: a few whole lines of each kind per 10-second window and
+    // one summary line per window, not a line each.
+    assert!(
+        webhook_lines.len() <= 16,
+        "{} lines:\n{}",
+        webhook_lines.len(),
+        webhook_lines.join("\n")
+    );
+    assert!(
+        webhook_lines
+            .iter()
+            .any(|l| l.contains("webhooks not logged one by one")),
+        "{}",
+        webhook_lines.join("\n")
+    );
 }

@@ -167,7 +167,7 @@ impl MappingStats {
 /// The per-mapping counters of MQ mappings: (id, name, counters).
 pub type MqMappingStats = Vec<(Arc<str>, Option<Arc<str>>, Arc<MappingStats>)>;
 
-/// What became of webhooks, by outcome.
+/// What became of webhooks, by outcome, and what is waiting now.
 #[derive(Debug, Default)]
 pub struct WebhookMetrics {
     /// The target answered (with any status).
@@ -177,8 +177,24 @@ pub struct WebhookMetrics {
     /// Never sent: the definition or its rendering gave no valid request (no `url`,
     /// a template that failed, a URL that is not absolute...).
     pub invalid: AtomicU64,
-    /// Never sent: too many webhooks were already waiting.
+    /// Never sent: `--allow-proxy-targets` / `--deny-proxy-targets` refuse the target.
+    pub denied: AtomicU64,
+    /// Never sent: the request came through too many webhooks in a row (a loop).
+    pub looped: AtomicU64,
+    /// Never sent: a limit on waiting webhooks was reached (by limit below).
     pub dropped: AtomicU64,
+    /// Dropped: too many webhooks waiting in all.
+    pub dropped_pending: AtomicU64,
+    /// Dropped: too many bytes waiting in all.
+    pub dropped_bytes: AtomicU64,
+    /// Dropped: the target had its share of webhooks waiting.
+    pub dropped_target_pending: AtomicU64,
+    /// Dropped: the target had its share of bytes waiting.
+    pub dropped_target_bytes: AtomicU64,
+    /// Webhooks waiting now (to be rendered, for their delay, for a slot, for an answer).
+    pub pending: AtomicU64,
+    /// The bytes they hold (the requests kept for rendering, the rendered requests).
+    pub pending_bytes: AtomicU64,
 }
 
 impl WebhookMetrics {
@@ -189,6 +205,8 @@ impl WebhookMetrics {
             ("sent", &self.sent),
             ("failed", &self.failed),
             ("invalid", &self.invalid),
+            ("denied", &self.denied),
+            ("looped", &self.looped),
             ("dropped", &self.dropped),
         ] {
             let _ = writeln!(
@@ -196,6 +214,38 @@ impl WebhookMetrics {
                 "decoy_webhooks_total{{outcome=\"{outcome}\"}} {}",
                 n.load(Ordering::Relaxed)
             );
+        }
+        out.push_str(
+            "# HELP decoy_webhooks_dropped_total Webhooks dropped, by the limit on waiting webhooks that was reached.\n",
+        );
+        out.push_str("# TYPE decoy_webhooks_dropped_total counter\n");
+        for (limit, n) in [
+            ("pending", &self.dropped_pending),
+            ("bytes", &self.dropped_bytes),
+            ("target-pending", &self.dropped_target_pending),
+            ("target-bytes", &self.dropped_target_bytes),
+        ] {
+            let _ = writeln!(
+                out,
+                "decoy_webhooks_dropped_total{{limit=\"{limit}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+        for (name, help, n) in [
+            (
+                "decoy_webhooks_pending",
+                "Webhooks waiting to be rendered, for their delay, for a slot or for an answer.",
+                &self.pending,
+            ),
+            (
+                "decoy_webhooks_pending_bytes",
+                "Bytes held by the webhooks waiting (requests kept for rendering, rendered requests).",
+                &self.pending_bytes,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            let _ = writeln!(out, "{name} {}", n.load(Ordering::Relaxed));
         }
     }
 }

@@ -1,0 +1,704 @@
+//! Sending webhooks: the [`WebhookSink`] both transports hand served requests to.
+//!
+//! A served request's webhooks wait until the answer is out (the HTTP response
+//! written, the MQ reply confirmed), are rendered, then each waits its own `delay`,
+//! takes a sending slot and goes through the one outbound client
+//! ([`crate::http::client::Outbound`]: pooled, HTTP/1.1 and HTTP/2, plain or TLS, with
+//! `--allow-proxy-targets` / `--deny-proxy-targets` and `--proxy-via` applied to the
+//! rendered URL, so a client cannot template a webhook into a denied address).
+//! Nothing a webhook does reaches the answer it follows: the answer was already sent.
+//!
+//! Bounded as a whole, so that no target and no client can exhaust decoy:
+//!
+//! - **Waiting.** At most [`MAX_PENDING`] webhooks and `--max-pending-webhook-bytes`
+//!   bytes (64 MiB by default: the request kept for rendering, then the rendered
+//!   request) wait at once, from the moment the request is served until the webhook
+//!   is answered or given up. Past either limit new webhooks are dropped.
+//! - **Per target** (scheme, host and port), at most half of everything: half of the
+//!   `--webhook-threadpool-size` sending slots (at least one), half of the pending
+//!   webhooks and half of their bytes. A target that accepts connections and never
+//!   answers fills its half and no more, so webhooks to the other targets still go.
+//! - **Per request**, [`SEND_TIMEOUT`] from connecting to the end of the answer, of
+//!   which at most [`MAX_ANSWER`] bytes are read.
+//! - **Loops.** Each webhook carries [`HOPS_HEADER`]: one more than the request that
+//!   fired it carried (0 when it carried none). A request arriving with
+//!   [`MAX_HOPS`] or more fires no webhook, so a webhook that calls its own stub, or
+//!   two instances calling each other, stop after a few rounds.
+//!
+//! Every outcome is counted in `decoy_webhooks_total{outcome}` (drops also by the
+//! limit reached, and the pending count and bytes as gauges); warnings about webhooks
+//! not sent are throttled ([`throttle`]): a few whole lines per kind and window, then
+//! one summary line.
+
+mod throttle;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use tokio::sync::Semaphore;
+
+use crate::http::client::{Outbound, SendError};
+use decoy_core::metrics::Metrics;
+use decoy_core::webhooks::{Fired, WebhookCall, WebhookSink, check_url};
+use decoy_plugin_host::{PluginRequest, wit};
+use throttle::{Kind, Throttle};
+
+/// WireMock's default `--webhook-threadpool-size`.
+pub const DEFAULT_CONCURRENCY: usize = 10;
+/// How long a webhook may take, from connecting to the end of the answer.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Webhooks waiting (to be rendered, for their delay, for a slot, for an answer)
+/// beyond which new ones are dropped.
+pub const MAX_PENDING: usize = 10_000;
+/// The default of `--max-pending-webhook-bytes`.
+pub const DEFAULT_MAX_PENDING_BYTES: usize = 64 * 1024 * 1024;
+/// The header each webhook carries: how many webhooks led to it.
+pub const HOPS_HEADER: &str = "decoy-webhook-hops";
+/// A request that arrived carrying this many hops (or more) fires no webhook.
+pub const MAX_HOPS: u32 = 5;
+/// How much of the target's answer is read (the rest is dropped with the connection).
+pub const MAX_ANSWER: usize = 1024 * 1024;
+/// What a pending webhook costs beyond the bytes of its request (its task, its
+/// bookkeeping), so that a flood of tiny webhooks counts too.
+const OVERHEAD: usize = 512;
+
+/// How many webhooks may wait and go at once, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WebhookLimits {
+    /// Sent at once (`--webhook-threadpool-size`).
+    pub concurrency: usize,
+    /// Waiting at once.
+    pub max_pending: usize,
+    /// Bytes waiting at once (`--max-pending-webhook-bytes`).
+    pub max_pending_bytes: usize,
+    /// From connecting to the end of the answer.
+    pub timeout: Duration,
+}
+
+impl Default for WebhookLimits {
+    fn default() -> WebhookLimits {
+        WebhookLimits {
+            concurrency: DEFAULT_CONCURRENCY,
+            max_pending: MAX_PENDING,
+            max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
+            timeout: SEND_TIMEOUT,
+        }
+    }
+}
+
+/// The most one target may hold of the limits.
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    slots: usize,
+    pending: usize,
+    bytes: usize,
+}
+
+impl WebhookLimits {
+    /// Half of each limit (at least one slot and one webhook).
+    fn target_share(&self) -> Share {
+        Share {
+            slots: (self.concurrency / 2).max(1),
+            pending: (self.max_pending / 2).max(1),
+            bytes: self.max_pending_bytes / 2,
+        }
+    }
+}
+
+/// The sender shared by every listener and the MQ runtime.
+#[derive(Debug, Clone)]
+pub struct WebhookSender {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    outbound: Arc<Outbound>,
+    limits: WebhookLimits,
+    share: Share,
+    /// The `--webhook-threadpool-size` sending slots.
+    slots: Semaphore,
+    queue: Mutex<Queue>,
+    metrics: Arc<Metrics>,
+    log: Arc<Throttle>,
+}
+
+/// What is waiting, in all and by target.
+#[derive(Debug, Default)]
+struct Queue {
+    pending: usize,
+    bytes: usize,
+    /// Targets with a webhook waiting (removed once they have none).
+    targets: HashMap<String, Lane>,
+}
+
+/// One target's share in use.
+#[derive(Debug)]
+struct Lane {
+    pending: usize,
+    bytes: usize,
+    /// Its sending slots, taken before one of the shared ones.
+    slots: Arc<Semaphore>,
+}
+
+/// The limit that refused a webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    Count,
+    Bytes,
+    TargetCount,
+    TargetBytes,
+}
+
+/// Webhooks counted against the limits, released when dropped: the not yet rendered
+/// webhooks of a served request (with its request's bytes), or one rendered webhook
+/// (with its target).
+#[derive(Debug)]
+struct Held {
+    inner: Arc<Inner>,
+    count: usize,
+    bytes: usize,
+    /// The target's key and slots.
+    target: Option<(String, Arc<Semaphore>)>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut q = self.inner.lock_queue();
+        q.pending -= self.count;
+        q.bytes -= self.bytes;
+        if let Some((key, _)) = &self.target
+            && let Some(lane) = q.targets.get_mut(key)
+        {
+            lane.pending -= self.count;
+            lane.bytes -= self.bytes;
+            if lane.pending == 0 {
+                q.targets.remove(key);
+            }
+        }
+        self.inner.publish(&q);
+    }
+}
+
+impl WebhookSender {
+    /// Webhooks go through `outbound`, within `limits`.
+    pub fn new(
+        limits: WebhookLimits,
+        outbound: Arc<Outbound>,
+        metrics: Arc<Metrics>,
+    ) -> WebhookSender {
+        let limits = WebhookLimits {
+            concurrency: limits.concurrency.max(1),
+            ..limits
+        };
+        WebhookSender {
+            inner: Arc::new(Inner {
+                outbound,
+                share: limits.target_share(),
+                slots: Semaphore::new(limits.concurrency),
+                limits,
+                queue: Mutex::default(),
+                metrics,
+                log: Arc::default(),
+            }),
+        }
+    }
+}
+
+impl WebhookSink for WebhookSender {
+    fn fire(&self, fired: Fired) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                "webhooks of {} not sent: no async runtime to send them on",
+                fired.mapping
+            );
+            return;
+        };
+        let n = fired.hooks.len();
+        let inner = &self.inner;
+        let counters = &inner.metrics.webhooks;
+        let hops = hops_of(&fired.request);
+        if hops >= MAX_HOPS {
+            counters.looped.fetch_add(n as u64, Ordering::Relaxed);
+            inner.log.warn(Kind::Looped, n as u64, || {
+                format!(
+                    "webhooks of {} not sent: the request came through {hops} webhooks in a row ({HOPS_HEADER}: {hops}), and decoy stops a chain at {MAX_HOPS}",
+                    fired.mapping
+                )
+            });
+            return;
+        }
+        let bytes = request_bytes(&fired.request) + n * OVERHEAD;
+        let held = match inner.hold(n, bytes) {
+            Ok(h) => h,
+            Err(full) => {
+                inner.dropped(full, n, || format!("webhooks of {}", fired.mapping));
+                return;
+            }
+        };
+        runtime.spawn(inner.clone().render(fired, hops, held));
+    }
+}
+
+impl Inner {
+    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The gauges, from the queue (under its lock, so they never go backwards in time).
+    fn publish(&self, q: &Queue) {
+        let m = &self.metrics.webhooks;
+        m.pending.store(q.pending as u64, Ordering::Relaxed);
+        m.pending_bytes.store(q.bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Counts `count` webhooks holding `bytes` as waiting, unless a limit says no.
+    fn hold(self: &Arc<Self>, count: usize, bytes: usize) -> Result<Held, Limit> {
+        let mut q = self.lock_queue();
+        if q.pending + count > self.limits.max_pending {
+            return Err(Limit::Count);
+        }
+        if q.bytes + bytes > self.limits.max_pending_bytes {
+            return Err(Limit::Bytes);
+        }
+        q.pending += count;
+        q.bytes += bytes;
+        self.publish(&q);
+        Ok(Held {
+            inner: self.clone(),
+            count,
+            bytes,
+            target: None,
+        })
+    }
+
+    /// One webhook of `from` leaves it: not sent, or about to be held on its own.
+    fn leave(&self, from: &mut Held) {
+        let mut q = self.lock_queue();
+        from.count -= 1;
+        q.pending -= 1;
+        self.publish(&q);
+    }
+
+    /// One webhook of `from`, rendered into `bytes` for `target`, is held on its own
+    /// (within the target's share), unless a limit says no.
+    fn hand_over(
+        self: &Arc<Self>,
+        from: &mut Held,
+        bytes: usize,
+        target: String,
+    ) -> Result<Held, Limit> {
+        self.leave(from);
+        let mut q = self.lock_queue();
+        if q.bytes + bytes > self.limits.max_pending_bytes {
+            return Err(Limit::Bytes);
+        }
+        if let Some(lane) = q.targets.get(&target) {
+            if lane.pending + 1 > self.share.pending {
+                return Err(Limit::TargetCount);
+            }
+            if lane.bytes + bytes > self.share.bytes {
+                return Err(Limit::TargetBytes);
+            }
+        } else if bytes > self.share.bytes {
+            return Err(Limit::TargetBytes);
+        }
+        let share = self.share.slots;
+        let lane = q.targets.entry(target.clone()).or_insert_with(|| Lane {
+            pending: 0,
+            bytes: 0,
+            slots: Arc::new(Semaphore::new(share)),
+        });
+        lane.pending += 1;
+        lane.bytes += bytes;
+        let slots = lane.slots.clone();
+        q.pending += 1;
+        q.bytes += bytes;
+        self.publish(&q);
+        Ok(Held {
+            inner: self.clone(),
+            count: 1,
+            bytes,
+            target: Some((target, slots)),
+        })
+    }
+
+    /// Counts and logs (throttled) `n` webhooks dropped at `full`; `what` names them.
+    fn dropped(&self, full: Limit, n: usize, what: impl FnOnce() -> String) {
+        let m = &self.metrics.webhooks;
+        m.dropped.fetch_add(n as u64, Ordering::Relaxed);
+        let (by_limit, kind) = match full {
+            Limit::Count => (&m.dropped_pending, Kind::DroppedCount),
+            Limit::Bytes => (&m.dropped_bytes, Kind::DroppedBytes),
+            Limit::TargetCount => (&m.dropped_target_pending, Kind::DroppedTarget),
+            Limit::TargetBytes => (&m.dropped_target_bytes, Kind::DroppedTarget),
+        };
+        by_limit.fetch_add(n as u64, Ordering::Relaxed);
+        let l = &self.limits;
+        self.log.warn(kind, n as u64, || {
+            let why = match full {
+                Limit::Count => format!("{} webhooks are already waiting", l.max_pending),
+                Limit::Bytes => format!(
+                    "the webhooks waiting would hold more than {} bytes (--max-pending-webhook-bytes)",
+                    l.max_pending_bytes
+                ),
+                Limit::TargetCount => format!(
+                    "its target already has {} webhooks waiting, half of all it may have",
+                    self.share.pending
+                ),
+                Limit::TargetBytes => format!(
+                    "its target's webhooks waiting would hold more than {} bytes, half of --max-pending-webhook-bytes",
+                    self.share.bytes
+                ),
+            };
+            format!("{} dropped: {why}", what())
+        });
+    }
+
+    /// A served request's webhooks, once its answer is out: each rendered, checked
+    /// and handed to a task of its own.
+    async fn render(self: Arc<Self>, fired: Fired, hops: u32, mut held: Held) {
+        let Fired {
+            hooks,
+            mapping_id,
+            mapping,
+            request,
+            after,
+        } = fired;
+        if let Some(after) = after {
+            after.await;
+        }
+        // Just after start `response-template` may still be compiling; a webhook
+        // can wait for it (bounded) where an answer could not.
+        let waited = tokio::time::Instant::now();
+        while hooks.iter().any(|h| h.templater_loading()) && waited.elapsed() < self.limits.timeout
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let counters = &self.metrics.webhooks;
+        for hook in hooks.iter() {
+            let call = match hook.render(&mapping_id, &request) {
+                Ok(c) => c,
+                Err(reason) => {
+                    self.leave(&mut held);
+                    counters.invalid.fetch_add(1, Ordering::Relaxed);
+                    self.log.warn(Kind::Invalid, 1, || {
+                        format!("webhook {} of {mapping} not sent: {reason}", hook.at)
+                    });
+                    continue;
+                }
+            };
+            let what = || format!("webhook {} {} of {mapping}", call.method, call.url);
+            let outgoing = match to_request(&call, hops + 1) {
+                Ok(r) => r,
+                Err(reason) => {
+                    self.leave(&mut held);
+                    counters.invalid.fetch_add(1, Ordering::Relaxed);
+                    self.log.warn(Kind::Invalid, 1, || {
+                        format!("{} not sent: {reason}", what())
+                    });
+                    continue;
+                }
+            };
+            if !self.outbound.allows(outgoing.uri()) {
+                self.leave(&mut held);
+                self.denied(what);
+                continue;
+            }
+            let target = target_key(outgoing.uri());
+            let one = match self.hand_over(&mut held, call_bytes(&call), target) {
+                Ok(one) => one,
+                Err(full) => {
+                    self.dropped(full, 1, what);
+                    continue;
+                }
+            };
+            let delay = hook.delay.as_ref().map(|d| d.sample());
+            tokio::spawn(self.clone().send(one, delay, outgoing, what()));
+        }
+    }
+
+    /// One rendered webhook: its delay, its target's slot and a shared one, its
+    /// sending, its outcome. `what` names it in messages.
+    async fn send(
+        self: Arc<Self>,
+        held: Held,
+        delay: Option<Duration>,
+        outgoing: http::Request<Full<Bytes>>,
+        what: String,
+    ) {
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        let Some(lane) = held.target.as_ref().map(|(_, slots)| slots.clone()) else {
+            return;
+        };
+        let Ok(_target_slot) = lane.acquire().await else {
+            return;
+        };
+        let Ok(_slot) = self.slots.acquire().await else {
+            return;
+        };
+        let counters = &self.metrics.webhooks;
+        match self
+            .outbound
+            .send(outgoing, self.limits.timeout, Some(MAX_ANSWER))
+            .await
+        {
+            Ok(answer) => {
+                counters.sent.fetch_add(1, Ordering::Relaxed);
+                tracing::info!("{what} returned status {}", answer.status);
+                tracing::debug!(
+                    "{what} answered: {}",
+                    String::from_utf8_lossy(&answer.body[..answer.body.len().min(2048)])
+                );
+            }
+            Err(SendError::Denied) => self.denied(|| what),
+            Err(e) => {
+                counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.log
+                    .warn(Kind::Failed, 1, || format!("{what} failed: {e}"));
+            }
+        }
+        // `held` goes last: the webhook waits until it is answered or given up.
+    }
+
+    /// Counts and logs (throttled) a webhook whose target the rules refuse.
+    fn denied(&self, what: impl FnOnce() -> String) {
+        self.metrics.webhooks.denied.fetch_add(1, Ordering::Relaxed);
+        self.log.warn(Kind::Denied, 1, || {
+            format!(
+                "{} not sent: the target is denied by --allow-proxy-targets / --deny-proxy-targets",
+                what()
+            )
+        });
+    }
+}
+
+/// The hops the request that fired the webhooks carried in [`HOPS_HEADER`] (an HTTP
+/// header or a message property): the largest value, 0 when none can be read.
+fn hops_of(request: &PluginRequest) -> u32 {
+    let fields = match &request.request {
+        wit::Request::Http(r) => &r.headers,
+        wit::Request::Mq(m) => &m.properties,
+    };
+    fields
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case(HOPS_HEADER))
+        .filter_map(|(_, value)| value.trim().parse::<u32>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+fn fields_bytes(fields: &[(String, String)]) -> usize {
+    fields.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+/// What the request kept for rendering holds (its text and body).
+fn request_bytes(request: &PluginRequest) -> usize {
+    match &request.request {
+        wit::Request::Http(r) => {
+            r.method.len()
+                + r.url.len()
+                + r.path.len()
+                + r.base_url.len()
+                + fields_bytes(&r.query)
+                + fields_bytes(&r.headers)
+                + fields_bytes(&r.cookies)
+                + fields_bytes(&r.path_parameters)
+                + r.body.len()
+        }
+        wit::Request::Mq(m) => {
+            m.destination.len()
+                + m.reply_to.as_ref().map_or(0, String::len)
+                + m.message_id.as_ref().map_or(0, String::len)
+                + m.correlation_id.as_ref().map_or(0, String::len)
+                + fields_bytes(&m.properties)
+                + m.body.len()
+        }
+    }
+}
+
+/// What a rendered webhook holds until it is answered.
+fn call_bytes(call: &WebhookCall) -> usize {
+    OVERHEAD
+        + call.method.len()
+        + call.url.len()
+        + fields_bytes(&call.headers)
+        + call.body.as_ref().map_or(0, Bytes::len)
+}
+
+/// `scheme://host:port`: what webhooks share a target's share by.
+fn target_key(uri: &http::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    format!(
+        "{scheme}://{}:{port}",
+        uri.host().unwrap_or_default().to_ascii_lowercase()
+    )
+}
+
+/// The hyper request for a rendered webhook, carrying `hops` in [`HOPS_HEADER`]
+/// (in place of any value the webhook's own headers give it); the error says what is
+/// not valid.
+fn to_request(call: &WebhookCall, hops: u32) -> Result<http::Request<Full<Bytes>>, String> {
+    let uri = check_url(&call.url)?;
+    let method = http::Method::from_bytes(call.method.as_bytes())
+        .map_err(|_| format!("{:?} is not an HTTP method", call.method))?;
+    let mut req = http::Request::builder().method(method).uri(uri);
+    for (name, value) in &call.headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("{name:?} is not a valid header name"))?;
+        let value = http::HeaderValue::from_str(value)
+            .map_err(|_| format!("header {name}: {value:?} is not a valid header value"))?;
+        req = req.header(name, value);
+    }
+    let mut req = req
+        .body(Full::new(call.body.clone().unwrap_or_default()))
+        .map_err(|e| e.to_string())?;
+    req.headers_mut().insert(
+        http::HeaderName::from_static(HOPS_HEADER),
+        http::HeaderValue::from(hops),
+    );
+    Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http_request(headers: &[(&str, &str)], body: &[u8]) -> PluginRequest {
+        PluginRequest::from(wit::Request::Http(wit::HttpRequest {
+            method: "POST".into(),
+            url: "/x".into(),
+            path: "/x".into(),
+            query: vec![],
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cookies: vec![],
+            body: body.to_vec(),
+            base_url: "http://localhost:1".into(),
+            path_parameters: vec![],
+        }))
+    }
+
+    #[test]
+    fn hops_are_read_from_the_header_in_any_case_and_garbage_counts_as_none() {
+        assert_eq!(hops_of(&http_request(&[], b"")), 0);
+        assert_eq!(
+            hops_of(&http_request(&[("Decoy-Webhook-Hops", " 3 ")], b"")),
+            3
+        );
+        assert_eq!(
+            hops_of(&http_request(
+                &[(HOPS_HEADER, "2"), (HOPS_HEADER, "x"), (HOPS_HEADER, "4")],
+                b""
+            )),
+            4
+        );
+        assert_eq!(hops_of(&http_request(&[(HOPS_HEADER, "-1")], b"")), 0);
+        let mq = PluginRequest::from(wit::Request::Mq(wit::MqMessage {
+            destination: "q".into(),
+            reply_to: None,
+            message_id: None,
+            correlation_id: None,
+            properties: vec![(HOPS_HEADER.into(), "5".into())],
+            body: vec![],
+        }));
+        assert_eq!(hops_of(&mq), 5);
+    }
+
+    #[test]
+    fn a_webhook_carries_one_hop_more_whatever_its_own_headers_say() {
+        let call = WebhookCall {
+            method: "POST".into(),
+            url: "http://example.com/cb".into(),
+            headers: vec![
+                ("Decoy-Webhook-Hops".into(), "0".into()),
+                ("X-Other".into(), "1".into()),
+            ],
+            body: Some(Bytes::from_static(b"hi")),
+        };
+        let req = to_request(&call, 3).unwrap();
+        let hops: Vec<_> = req.headers().get_all(HOPS_HEADER).iter().collect();
+        assert_eq!(hops, ["3"]);
+        assert_eq!(req.headers()["x-other"], "1");
+    }
+
+    #[test]
+    fn targets_are_keyed_by_scheme_host_and_port() {
+        let key = |u: &str| target_key(&u.parse().unwrap());
+        assert_eq!(key("http://Example.com/a"), "http://example.com:80");
+        assert_eq!(key("http://example.com:80/b?x"), "http://example.com:80");
+        assert_eq!(key("https://example.com/a"), "https://example.com:443");
+        assert_eq!(key("http://127.0.0.1:9000/"), "http://127.0.0.1:9000");
+    }
+
+    fn sender(limits: WebhookLimits) -> Arc<Inner> {
+        WebhookSender::new(limits, Arc::default(), Arc::default()).inner
+    }
+
+    #[test]
+    fn a_target_gets_half_of_each_limit_and_everything_is_released_when_dropped() {
+        let inner = sender(WebhookLimits {
+            concurrency: 10,
+            max_pending: 8,
+            max_pending_bytes: 20_000,
+            timeout: SEND_TIMEOUT,
+        });
+        assert_eq!(inner.share.slots, 5);
+        let mut served = inner.hold(8, 1_000).unwrap();
+        assert_eq!(inner.hold(1, 0).unwrap_err(), Limit::Count);
+        let a = "http://a:80".to_owned();
+        let mut to_a = Vec::new();
+        for _ in 0..4 {
+            to_a.push(inner.hand_over(&mut served, 100, a.clone()).unwrap());
+        }
+        assert_eq!(
+            inner.hand_over(&mut served, 100, a.clone()).unwrap_err(),
+            Limit::TargetCount
+        );
+        // Another target still has its half.
+        let b = "http://b:80".to_owned();
+        let to_b = inner.hand_over(&mut served, 9_000, b.clone()).unwrap();
+        assert_eq!(
+            inner.hand_over(&mut served, 1_001, b).unwrap_err(),
+            Limit::TargetBytes
+        );
+        assert_eq!(served.count, 1);
+        {
+            let q = inner.lock_queue();
+            assert_eq!((q.pending, q.bytes), (6, 1_000 + 400 + 9_000));
+            assert_eq!(q.targets.len(), 2);
+        }
+        assert_eq!(inner.metrics.webhooks.pending.load(Ordering::Relaxed), 6);
+        assert_eq!(
+            inner
+                .hand_over(&mut served, 9_700, "http://c:80".into())
+                .unwrap_err(),
+            Limit::Bytes
+        );
+        assert_eq!(served.count, 0);
+        drop((served, to_a, to_b));
+        let q = inner.lock_queue();
+        assert_eq!((q.pending, q.bytes, q.targets.len()), (0, 0, 0));
+        assert_eq!(
+            inner.metrics.webhooks.pending_bytes.load(Ordering::Relaxed),
+            0
+        );
+    }
+
+    #[test]
+    fn the_request_kept_for_rendering_counts_its_body() {
+        let r = http_request(&[("a", "bc")], &[0; 1000]);
+        assert_eq!(request_bytes(&r), 4 + 2 + 2 + 18 + 3 + 1000);
+    }
+}
