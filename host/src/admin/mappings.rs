@@ -32,7 +32,10 @@ impl Admin {
             }
             ("POST", ["save"]) => match self.store.save() {
                 Ok(_) => AdminReply::empty(200),
-                Err(e) => AdminReply::json(500, json::error("Save failed", &e.to_string())),
+                Err(e) => {
+                    tracing::warn!("admin API: save: {e}");
+                    AdminReply::json(500, json::error("Save failed", &e.to_string()))
+                }
             },
             ("POST", ["import"]) => self.import(req),
             ("POST", ["remove"]) => self.remove_matching(req),

@@ -10,7 +10,7 @@
 //! watcher sees files it already knows and does not load them twice.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -21,6 +21,7 @@ use decoy_core::journal::ServeEvent;
 use decoy_core::mapping::load;
 use decoy_core::paths;
 use decoy_core::store::Store;
+use decoy_core::stub_files::StubFiles;
 use decoy_matching::request_pattern::RequestPattern;
 
 /// The state of the recorder, kept by the admin API.
@@ -346,31 +347,47 @@ pub fn make_stubs(
         std::fs::create_dir_all(load::mappings_dir(root)).map_err(io)?;
         // Names are built from the recorded URLs: each must stay in its folder.
         let outside = |why: String| (500, format!("cannot write the recorded stubs: {why}"));
+        // Each stub's files, or `None` for one that stays in memory.
+        let write =
+            |stub: &Value, file: &Option<BodyFile>| -> Result<Option<PathBuf>, (u16, String)> {
+                if let Some((name, bytes)) = file {
+                    let dir = load::files_dir(root);
+                    std::fs::create_dir_all(&dir).map_err(io)?;
+                    let path = paths::inside(&dir, name, "__files").map_err(outside)?;
+                    std::fs::write(path, bytes).map_err(io)?;
+                }
+                let id: Arc<str> = Arc::from(stub["id"].as_str().unwrap_or_default());
+                let name = store.filenames().file_name(stub, &id).map_err(outside)?;
+                if !load::is_mapping_file_name(Path::new(&name)) {
+                    // A --filename-template without `.json`: the file is no mapping file
+                    // (it would be dropped at the next rescan), so the stub stays in
+                    // memory, and, being persistent, gets its file when it is added.
+                    return Ok(None);
+                }
+                // A name taken already (two stubs of a scenario named alike, a file that
+                // is no stub) gets a number rather than replacing that file.
+                let text = serde_json::to_string_pretty(stub).unwrap_or_default() + "\n";
+                StubFiles::new(root)
+                    .create(&id, &name, &text)
+                    .map(Some)
+                    .map_err(|e| (500, format!("cannot write the recorded stubs: {e}")))
+            };
+        let mut failed = None;
         for (stub, file) in &stubs {
-            if let Some((name, bytes)) = file {
-                let dir = load::files_dir(root);
-                std::fs::create_dir_all(&dir).map_err(io)?;
-                let path = paths::inside(&dir, name, "__files").map_err(outside)?;
-                std::fs::write(path, bytes).map_err(io)?;
-            }
-            let name = store
-                .filenames()
-                .file_name(stub, stub["id"].as_str().unwrap_or_default())
-                .map_err(outside)?;
-            let path =
-                paths::inside(&load::mappings_dir(root), &name, "mappings").map_err(outside)?;
-            let text = serde_json::to_string_pretty(stub).unwrap_or_default() + "\n";
-            std::fs::write(path, text).map_err(io)?;
-            let rel = PathBuf::from("mappings").join(name);
-            if load::is_mapping_file_name(&rel) {
-                written.push(rel);
-            } else {
-                // A --filename-template without `.json`: the file is no mapping file
-                // (it would be dropped at the next rescan), so the stub stays in memory.
-                in_memory.push(stub);
+            match write(stub, file) {
+                Ok(Some(rel)) => written.push(rel),
+                Ok(None) => in_memory.push(stub),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
         }
+        // What was written is served, even when a later stub failed.
         store.adopt_files(&written);
+        if let Some(e) = failed {
+            return Err(e);
+        }
     } else {
         in_memory.extend(stubs.iter().map(|(stub, _)| stub));
     }

@@ -214,3 +214,19 @@ async fn recorded_stubs_and_their_files_are_named_as_wiremock_names_them() {
         );
     }
 }
+
+#[tokio::test]
+async fn recorded_stubs_given_the_same_file_name_each_keep_a_file_of_their_own() {
+    // WireMock would write both states of the recorded scenario to `svc_data.json`,
+    // the second over the first; decoy numbers the second.
+    let maker = FilenameMaker::from_option("{{{name}}}.json").unwrap();
+    let (stubs, mappings, _) = recorded(maker).await;
+    assert!(mappings.contains("svc_data.json"), "{mappings:?}");
+    assert!(mappings.contains("svc_data-2.json"), "{mappings:?}");
+    assert!(mappings.contains("cafe_a-b.json"), "{mappings:?}");
+    let svc: BTreeSet<&str> = recorded_stub(&stubs, "/svc/Data")
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(svc.len(), 2);
+}

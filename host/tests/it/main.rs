@@ -33,4 +33,5 @@ mod plugins;
 mod responses;
 mod robustness;
 mod scale_out;
+mod stub_files;
 mod webhooks;

@@ -21,7 +21,9 @@
 //!
 //! Since `/` and `\` are dropped, a name is always one file directly in `mappings/`;
 //! a template that can only give an empty name, `.` or `..` is refused when it is
-//! read, and a stub whose values give one of those is refused when it is written.
+//! read, and a stub whose values give one of those is refused when it is written. A
+//! name that is taken already is numbered by [`crate::stub_files`] (WireMock writes
+//! over the file instead).
 
 use std::borrow::Cow;
 use std::sync::Arc;

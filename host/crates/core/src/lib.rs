@@ -14,6 +14,9 @@
 //!   WireMock's templates (`--filename-template`).
 //! - [`paths`]: the check that keeps every file name decoy builds or is given inside
 //!   its folder (no `..`, no symlink leading out).
+//! - [`stub_files`]: where a stub's file goes in `mappings/` and whether it may be
+//!   written or deleted (inside the folder, links followed; a new file never replaces
+//!   one; only a stub's own file).
 //! - [`shared`]: the seams for state shared between instances (`--state`): scenario
 //!   states, admin-API stubs, the journal's fan-in.
 //! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
@@ -35,4 +38,5 @@ pub mod paths;
 pub mod plugins;
 pub mod shared;
 pub mod store;
+pub mod stub_files;
 pub mod webhooks;

@@ -18,11 +18,20 @@ use std::path::{Component, Path, PathBuf};
 /// `dir/name` when `name` stays inside `dir` (see the module documentation), or why
 /// it does not, in words naming `what` the folder is (such as `"__files"`).
 pub fn inside(dir: &Path, name: &str, what: &str) -> Result<PathBuf, String> {
-    let rel = Path::new(name);
+    inside_path(dir, Path::new(name), what)
+}
+
+/// [`inside`] for a name that is already a path (one read from the disk, which need
+/// not be UTF-8).
+pub fn inside_path(dir: &Path, rel: &Path, what: &str) -> Result<PathBuf, String> {
+    let name = rel.display().to_string();
     let plain = rel
         .components()
         .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
-    if name.is_empty() || !plain || !rel.components().any(|c| matches!(c, Component::Normal(_))) {
+    if rel.as_os_str().is_empty()
+        || !plain
+        || !rel.components().any(|c| matches!(c, Component::Normal(_)))
+    {
         return Err(format!(
             "{name:?} is not a path inside {what}: it must be a relative path without `..`"
         ));

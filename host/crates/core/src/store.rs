@@ -16,9 +16,11 @@
 //!
 //! A persistent stub (`"persistent": true`) has a file of its own in `mappings/`, as in
 //! WireMock: creating or editing one through the API writes that file, deleting it
-//! deletes the file. The store writes the file, reads it back as a file stub and
-//! records its hash while it holds the lock, so the watcher, seeing content it already
-//! has, does not load it a second time. A file that cannot be written leaves the
+//! deletes the file. Where that file goes and whether it may be touched is
+//! [`crate::stub_files`]'s: only a stub's own file, only inside `mappings/` (links
+//! followed), and a new file never replaces an existing one. The store writes the
+//! file, reads it back as a file stub and records its hash while it holds the lock, so
+//! the watcher, seeing content it already has, does not load it a second time. A file that cannot be written leaves the
 //! change made in memory (WireMock changes the stub first, then writes) and is
 //! reported to the caller as a [`PersistError`].
 //!
@@ -37,6 +39,8 @@ use crate::filenames::FilenameMaker;
 use crate::mapping::load::{self, Problem};
 use crate::mapping::{Mapping, ParseContext};
 use crate::shared::{self, StubReplica};
+pub use crate::stub_files::PersistError;
+use crate::stub_files::StubFiles;
 
 /// What one mapping file contributes.
 #[derive(Debug, Default)]
@@ -156,36 +160,6 @@ pub enum Replicated {
 pub struct Counts {
     pub loaded: usize,
     pub rejected: usize,
-}
-
-/// Why a persistent stub's file in `mappings/` was not written or deleted. What
-/// happened in memory is said by the operation that returns it.
-#[derive(Debug, thiserror::Error)]
-pub enum PersistError {
-    #[error("cannot write {} for stub {id}: {source}", file.display())]
-    Write {
-        id: Arc<str>,
-        file: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot delete {} for stub {id}: {source}", file.display())]
-    Delete {
-        id: Arc<str>,
-        file: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("no file name for stub {id}: {reason}")]
-    Name { id: Arc<str>, reason: String },
-    #[error(
-        "stub {id} comes from {}, a file holding a \"mappings\" list, which WireMock \
-         treats as read-only: a persistent stub of it cannot be {action} there",
-        file.display()
-    )]
-    ReadOnly {
-        id: Arc<str>,
-        file: PathBuf,
-        action: &'static str,
-    },
 }
 
 /// What [`Store::upsert`] did.
@@ -607,6 +581,7 @@ impl Store {
     /// written: WireMock refuses to.
     fn persist(&self, st: &mut State, m: &Arc<Mapping>) -> Result<(), PersistError> {
         let text = persistent_json(&m.json);
+        let files = StubFiles::new(&self.root);
         if let Some((rel, in_list)) = file_of(st, &m.id) {
             if in_list {
                 return Err(PersistError::ReadOnly {
@@ -615,7 +590,7 @@ impl Store {
                     action: "saved",
                 });
             }
-            self.write_stub_file(&m.id, &rel, &self.root.join(&rel), &text)?;
+            files.rewrite(&m.id, &rel, &text)?;
             self.refresh_file(st, &rel, true);
             if st
                 .files
@@ -626,57 +601,45 @@ impl Store {
             }
             return Ok(());
         }
-        // The name is built from the stub's name, URL and id: it must stay in
-        // `mappings/` whatever they hold.
+        // An API stub that has a file already (not a mapping file) keeps it.
+        if let Some(rel) = st.api_files.get(&m.id) {
+            return files.rewrite(&m.id, rel, &text);
+        }
         let v: serde_json::Value = serde_json::from_str(&m.json).unwrap_or_default();
-        let unnamed = |reason: String| PersistError::Name {
-            id: m.id.clone(),
-            reason,
-        };
-        let name = self.filenames.file_name(&v, &m.id).map_err(unnamed)?;
-        let full = crate::paths::inside(&load::mappings_dir(&self.root), &name, "mappings")
-            .map_err(unnamed)?;
-        let rel = PathBuf::from("mappings").join(&name);
-        self.write_stub_file(&m.id, &rel, &full, &text)?;
-        if !load::is_mapping_file_name(&rel) {
-            // Not a mapping file (a template without `.json`): it would be dropped at
-            // the next rescan, so the stub stays an API stub that knows its file.
-            st.api_files.insert(m.id.clone(), rel);
-            return Ok(());
-        }
-        let Some(pos) = st.api.iter().position(|(_, x)| x.id == m.id) else {
-            return Ok(());
-        };
-        let added = st.api[pos].0;
-        self.refresh_file(st, &rel, true);
-        if let Some(f) = st.files.get_mut(rel.as_os_str())
-            && f.problems.is_empty()
-            && f.mappings.iter().any(|x| x.id == m.id)
-        {
-            f.added = added;
-            st.api.remove(pos);
-        }
+        let name = self
+            .filenames
+            .file_name(&v, &m.id)
+            .map_err(|reason| PersistError::Name {
+                id: m.id.clone(),
+                reason,
+            })?;
+        let rel = files.create(&m.id, &name, &text)?;
+        self.adopt_own_file(st, &m.id, rel);
         Ok(())
     }
 
-    fn write_stub_file(
-        &self,
-        id: &Arc<str>,
-        rel: &Path,
-        full: &Path,
-        text: &str,
-    ) -> Result<(), PersistError> {
-        let write = || -> std::io::Result<()> {
-            if let Some(parent) = full.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(full, text)
+    /// Makes API stub `id` the stub of `rel`, the file just created for it: read back,
+    /// in the place the stub had. A file that is no mapping file (a template without
+    /// `.json`) would be dropped at the next rescan, so its stub stays an API stub
+    /// that knows its file (deleting the stub deletes it, as in WireMock), as does one
+    /// whose file did not read back as that stub.
+    fn adopt_own_file(&self, st: &mut State, id: &Arc<str>, rel: PathBuf) {
+        let Some(pos) = st.api.iter().position(|(_, x)| x.id == *id) else {
+            return;
         };
-        write().map_err(|source| PersistError::Write {
-            id: id.clone(),
-            file: rel.to_path_buf(),
-            source,
-        })
+        if load::is_mapping_file_name(&rel) {
+            let added = st.api[pos].0;
+            self.refresh_file(st, &rel, true);
+            if let Some(f) = st.files.get_mut(rel.as_os_str())
+                && f.problems.is_empty()
+                && f.mappings.iter().any(|x| x.id == *id)
+            {
+                f.added = added;
+                st.api.remove(pos);
+                return;
+            }
+        }
+        st.api_files.insert(id.clone(), rel);
     }
 
     /// Removes a stub by id; `Ok(false)` when there is none. As in WireMock, a
@@ -761,18 +724,10 @@ impl Store {
         Ok(true)
     }
 
-    /// Deletes the file of stub `id` that decoy is about to stop tracking; a file
-    /// already gone is no error.
+    /// Deletes the file of stub `id` that decoy is about to stop tracking (only
+    /// inside `mappings/`, see [`StubFiles::delete`]); a file already gone is no error.
     fn delete_file(&self, id: &Arc<str>, rel: &Path) -> Result<(), PersistError> {
-        match std::fs::remove_file(self.root.join(rel)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(PersistError::Delete {
-                id: id.clone(),
-                file: rel.to_path_buf(),
-                source,
-            }),
-        }
+        StubFiles::new(&self.root).delete(id, rel)
     }
 
     /// Removes every stub and, as WireMock's `DELETE /__admin/mappings` does, deletes
@@ -850,16 +805,27 @@ impl Store {
     /// file named as WireMock names it; from then on they are all file stubs. Stubs of
     /// a list file are left as they are, an edit of one staying in memory (WireMock
     /// cannot write those either); an unedited file stub that is already persistent is
-    /// not rewritten. An API stub whose file name (`--filename-template`) does not end
-    /// in `.json` is written but stays an API stub: the file is not a mapping file, so
-    /// it would be dropped at the next rescan, and neither engine reads it at start.
-    /// Returns the files written.
-    pub fn save(&self) -> std::io::Result<Vec<PathBuf>> {
+    /// not rewritten, nor is an unedited one whose file leads outside `mappings/`
+    /// through a symbolic link (it is on disk already, as it is served). An API stub
+    /// whose file name (`--filename-template`) does not end in `.json` is written but
+    /// stays an API stub that knows its file: it is not a mapping file, so it would be
+    /// dropped at the next rescan, and neither engine reads it at start.
+    ///
+    /// Every target is checked before anything is written: an edited stub whose file
+    /// leads outside `mappings/`, or a stub the template names no file for, makes the
+    /// save write nothing and say why for each. A write that then fails (a full disk)
+    /// stops the save; the files written before it are kept and adopted, and the
+    /// error says how many. Returns the files written.
+    pub fn save(&self) -> Result<Vec<PathBuf>, SaveError> {
         let mut st = self.lock();
-        let dir = load::mappings_dir(&self.root);
-        std::fs::create_dir_all(&dir)?;
-        let mut live: Vec<(Arc<Mapping>, Option<PathBuf>)> = Vec::new();
-        for (key, f) in &st.files {
+        // As before any file existed: a save makes `mappings/` (a failure to is
+        // reported by the first write).
+        let _ = std::fs::create_dir_all(load::mappings_dir(&self.root));
+        let files = StubFiles::new(&self.root);
+        let mut refused = Vec::new();
+        // (the stub, its own file or else the name of a new one)
+        let mut plan: Vec<(Arc<Mapping>, Result<PathBuf, String>)> = Vec::new();
+        for (key, f) in st.files_in_order() {
             if f.mappings.len() != 1 || !is_single_stub_file(&st, &key.0) {
                 continue;
             }
@@ -871,51 +837,110 @@ impl Store {
             if edited.is_none() && m.is_persistent() {
                 continue;
             }
-            live.push((edited.unwrap_or(m).clone(), Some(key.0.clone())));
+            match files.own(&m.id, &key.0, "write") {
+                Ok(_) => plan.push((edited.unwrap_or(m).clone(), Ok(key.0.clone()))),
+                Err(e) if edited.is_some() => refused.push(e),
+                // Served as it is on disk: nothing of it would be lost.
+                Err(_) => {}
+            }
         }
         // An edited stub of a list file stays an in-memory edit (WireMock refuses to
         // save those); API stubs go to files of their own.
-        live.extend(st.api.iter().map(|(_, m)| (m.clone(), None)));
-        let mut written = Vec::new();
-        let mut stay_in_memory: HashSet<Arc<str>> = HashSet::new();
-        for (m, own) in &live {
-            let (rel, full) = match own {
-                Some(rel) => (rel.clone(), self.root.join(rel)),
+        for (_, m) in &st.api {
+            let target = match st.api_files.get(&m.id) {
+                Some(rel) => files.own(&m.id, rel, "write").map(|_| Ok(rel.clone())),
                 None => {
-                    // The name is built from the stub's name, URL and id: it must stay
-                    // in `mappings/` whatever they hold.
                     let v: serde_json::Value = serde_json::from_str(&m.json).unwrap_or_default();
-                    let name = self
-                        .filenames
+                    self.filenames
                         .file_name(&v, &m.id)
-                        .map_err(std::io::Error::other)?;
-                    let full = crate::paths::inside(&dir, &name, "mappings")
-                        .map_err(std::io::Error::other)?;
-                    if !load::is_mapping_file_name(Path::new(&name)) {
-                        stay_in_memory.insert(m.id.clone());
-                    }
-                    (PathBuf::from("mappings").join(name), full)
+                        .map(Err)
+                        .map_err(|reason| PersistError::Name {
+                            id: m.id.clone(),
+                            reason,
+                        })
                 }
             };
-            let text = persistent_json(&m.json);
-            if let Some(parent) = full.parent() {
-                std::fs::create_dir_all(parent)?;
+            match target {
+                Ok(t) => plan.push((m.clone(), t)),
+                Err(e) => refused.push(e),
             }
-            std::fs::write(&full, &text)?;
-            written.push(rel);
         }
-        let moved: HashSet<Arc<str>> = live.iter().map(|(m, _)| m.id.clone()).collect();
-        st.api.retain(|(_, m)| stay_in_memory.contains(&m.id));
-        st.overrides.retain(|id, _| !moved.contains(id));
-        for rel in &written {
-            if load::is_mapping_file_name(rel) {
-                self.refresh_file(&mut st, rel, true);
+        if !refused.is_empty() {
+            return Err(SaveError {
+                planned: plan.len() + refused.len(),
+                written: Vec::new(),
+                problems: refused,
+            });
+        }
+        let planned = plan.len();
+        let mut written: Vec<PathBuf> = Vec::new();
+        let mut failed = None;
+        for (m, target) in plan {
+            let text = persistent_json(&m.json);
+            let done = match target {
+                Ok(rel) => files.rewrite(&m.id, &rel, &text).map(|()| (rel, false)),
+                Err(name) => files.create(&m.id, &name, &text).map(|rel| (rel, true)),
+            };
+            match done {
+                Ok((rel, true)) => {
+                    self.adopt_own_file(&mut st, &m.id, rel.clone());
+                    written.push(rel);
+                }
+                Ok((rel, false)) => {
+                    if st.files.contains_key(rel.as_os_str()) {
+                        st.overrides.remove(&m.id);
+                        self.refresh_file(&mut st, &rel, true);
+                    }
+                    written.push(rel);
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
         }
         self.publish(&mut st);
-        Ok(written)
+        match failed {
+            None => Ok(written),
+            Some(e) => Err(SaveError {
+                planned,
+                written,
+                problems: vec![e],
+            }),
+        }
     }
 }
+
+/// Why `POST /__admin/mappings/save` did not write every stub: the stubs refused
+/// before anything was written, or the write that failed after `written`.
+#[derive(Debug)]
+pub struct SaveError {
+    /// How many stub files the save meant to write.
+    pub planned: usize,
+    /// The files written before a write failed (none when stubs were refused).
+    pub written: Vec<PathBuf>,
+    pub problems: Vec<PersistError>,
+}
+
+impl std::fmt::Display for SaveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let problems: Vec<String> = self.problems.iter().map(|p| p.to_string()).collect();
+        if self.written.is_empty() {
+            write!(f, "nothing was written: {}", problems.join("; "))
+        } else {
+            write!(
+                f,
+                "{} of {} stub files were written and are kept, then: {}; the other stubs \
+                 are served as they were, from memory only",
+                self.written.len(),
+                self.planned,
+                problems.join("; ")
+            )
+        }
+    }
+}
+
+impl std::error::Error for SaveError {}
 
 fn counts(st: &State) -> Counts {
     Counts {
