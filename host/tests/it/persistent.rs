@@ -230,16 +230,18 @@ async fn a_persistent_stub_whose_file_cannot_be_written_is_a_500_naming_the_file
     let dir = crate::common::root(&[]);
     let root = dir.path();
     let id = "11111111-2222-4333-8444-555555555555";
-    let file = format!("blocked-{id}.json");
-    // A folder where the file should go: the write fails whoever runs the test.
-    std::fs::create_dir_all(root.join("mappings").join(&file)).unwrap();
+    // A name longer than a file name may be (255 bytes): the write fails whoever runs
+    // the test. (A file or folder already there would not do: the stub's file would
+    // get a numbered name beside it.)
+    let name = "blocked".repeat(40);
+    let file = format!("{name}-{id}.json");
     let server = crate::common::serve(root).await;
     let addr = server.http_addr;
     let (status, v) = admin(
         addr,
         "POST",
         "/mappings",
-        persistent(id, "blocked", "/blocked", "in memory"),
+        persistent(id, &name, "/blocked", "in memory"),
     )
     .await;
     assert_eq!(status, 500, "{v}");

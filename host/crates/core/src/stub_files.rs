@@ -156,11 +156,17 @@ impl<'a> StubFiles<'a> {
         for n in 1..=MAX_NUMBER {
             let candidate = numbered(name, n);
             let rel = Path::new("mappings").join(&candidate);
-            let full = paths::inside(&dir, &candidate, "mappings/").map_err(|reason| {
-                PersistError::Name {
-                    id: id.clone(),
-                    reason,
+            let full = dir.join(&candidate);
+            // Taken, even by a link leading nowhere (never followed).
+            if std::fs::symlink_metadata(&full).is_ok() {
+                if holds_exactly(&full, text) {
+                    return Ok(rel);
                 }
+                continue;
+            }
+            paths::inside(&dir, &candidate, "mappings/").map_err(|reason| PersistError::Name {
+                id: id.clone(),
+                reason,
             })?;
             let placed = match temp.as_ref().map(|t| std::fs::hard_link(&t.0, &full)) {
                 Some(Ok(())) => Ok(()),
