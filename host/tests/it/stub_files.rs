@@ -4,7 +4,9 @@
 //! deleted outside `mappings/` through a symbolic link (a linked file, a linked
 //! folder), while reading through links keeps working; a new stub file never replaces
 //! another file (a stub's, a list file, a file that is no stub) whatever
-//! `--filename-template` says; and the client is told what was not done.
+//! `--filename-template` says; links that stay inside (a Kubernetes ConfigMap) are
+//! read and written through; and the client is told what was not done, a save that
+//! stops halfway included. The recorded-stub case is in `filenames.rs`.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -335,5 +337,79 @@ async fn a_persistent_stub_never_replaces_or_deletes_a_file_that_is_no_stub() {
     assert_eq!(status, 200);
     assert_eq!(files(root), set(&["notes.txt"]));
     assert_eq!(read(&root.join("mappings/notes.txt")), "my notes");
+    server.shutdown().await;
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn stubs_mounted_as_a_kubernetes_configmap_are_read_and_written_through_their_links() {
+    // The kubelet's layout: `a.json -> ..data/a.json`, `..data -> ..2026_01_01/`, all
+    // inside mappings/.
+    let id = "11111111-0000-4000-8000-00000000000c";
+    let dir = crate::common::root(&[(
+        "mappings/..2026_01_01/a.json",
+        &stub(id, "/cm", "from the configmap", true).to_string(),
+    )]);
+    let mappings = dir.path().join("mappings");
+    std::os::unix::fs::symlink("..2026_01_01", mappings.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/a.json", mappings.join("a.json")).unwrap();
+    let server = serve_with(dir.path(), None).await;
+    let addr = server.http_addr;
+    assert_eq!(get(addr, "/cm").await.body, "from the configmap");
+    assert_eq!(total(addr).await, 1);
+    let (status, v) = admin(
+        addr,
+        "PUT",
+        &format!("/mappings/{id}"),
+        stub(id, "/cm", "edited", true),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(get(addr, "/cm").await.body, "edited");
+    // Written through the links, which stay as they were.
+    let real = mappings.join("..2026_01_01/a.json");
+    assert_eq!(stub_in(&real)["response"]["body"], "edited");
+    assert!(
+        std::fs::symlink_metadata(mappings.join("a.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_save_stopped_by_a_failed_write_keeps_and_serves_what_it_wrote_and_says_so() {
+    let dir = crate::common::root(&[]);
+    let root = dir.path();
+    let server = serve_with(root, None).await;
+    let addr = server.http_addr;
+    let first = "11111111-0000-4000-8000-000000000001";
+    let second = "11111111-0000-4000-8000-000000000002";
+    // The second's name is longer than a file name may be (255 bytes): its write
+    // fails whoever runs the test.
+    for (id, name) in [(first, "first".to_owned()), (second, "long".repeat(70))] {
+        let (status, v) = admin(
+            addr,
+            "POST",
+            "/mappings",
+            json!({"id": id, "name": name, "request": {"url": format!("/{id}")},
+                   "response": {"body": id}}),
+        )
+        .await;
+        assert_eq!(status, 201, "{v}");
+    }
+    let (status, v) = admin(addr, "POST", "/mappings/save", Value::Null).await;
+    assert_eq!(status, 500, "{v}");
+    let d = detail(&v);
+    assert!(d.starts_with("1 of 2 stub files were written"), "{d}");
+    assert!(d.contains(second), "{d}");
+    assert_eq!(files(root), set(&[&format!("first-{first}.json")]));
+    // Both still served; the first from its file, which a restart reads.
+    assert_eq!(get(addr, &format!("/{first}")).await.body, first);
+    assert_eq!(get(addr, &format!("/{second}")).await.body, second);
+    server.shutdown().await;
+    let server = serve_with(root, None).await;
+    assert_eq!(total(server.http_addr).await, 1);
     server.shutdown().await;
 }
