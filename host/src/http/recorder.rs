@@ -104,7 +104,8 @@ impl Recorder {
         let url = req.url.clone();
         // The body first: the watcher then finds it when the mapping appears. Both
         // names are built from the request and the answer (the extension from its
-        // Content-Type), so each must stay inside its folder.
+        // Content-Type), so each must stay inside its folder, and neither may replace
+        // a file already there (however unlikely, with a random part in each name).
         let write = move || -> std::io::Result<()> {
             let body_path =
                 paths::inside(&files_dir, &body_file, "__files").map_err(std::io::Error::other)?;
@@ -113,12 +114,12 @@ impl Recorder {
             if let Some(dir) = body_path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            std::fs::write(&body_path, &body)?;
+            decoy_core::stub_files::create_exclusively(&body_path, &body)?;
             if let Some(dir) = mapping_path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
             let text = serde_json::to_vec_pretty(&mapping).unwrap_or_default();
-            std::fs::write(&mapping_path, text)
+            decoy_core::stub_files::create_exclusively(&mapping_path, text)
         };
         let task = move || match write() {
             Ok(()) => tracing::info!("recorded a mapping for {url}"),

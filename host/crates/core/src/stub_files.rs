@@ -219,14 +219,15 @@ impl Drop for Temp {
     }
 }
 
-/// Creates `path`, which must not exist (not even as a link), and writes `text`; a
-/// file left half-written is removed.
-fn create_exclusively(path: &Path, text: &str) -> std::io::Result<()> {
+/// Creates `path`, which must not exist (not even as a link: `AlreadyExists`), and
+/// writes `bytes`; a file left half-written is removed. For files decoy names itself
+/// and must never write over (`--record-mappings`' files too).
+pub fn create_exclusively(path: &Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()> {
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)?;
-    if let Err(e) = file.write_all(text.as_bytes()) {
+    if let Err(e) = file.write_all(bytes.as_ref()) {
         drop(file);
         // The file is the one just created: nothing else is lost by removing it.
         let _ = std::fs::remove_file(path);
