@@ -354,7 +354,8 @@ pub fn make_stubs(
                     let dir = load::files_dir(root);
                     std::fs::create_dir_all(&dir).map_err(io)?;
                     let path = paths::inside(&dir, name, "__files").map_err(outside)?;
-                    std::fs::write(path, bytes).map_err(io)?;
+                    // A fresh id in the name: never a file already there.
+                    decoy_core::stub_files::create_exclusively(&path, bytes).map_err(io)?;
                 }
                 let id: Arc<str> = Arc::from(stub["id"].as_str().unwrap_or_default());
                 let name = store.filenames().file_name(stub, &id).map_err(outside)?;
