@@ -705,13 +705,19 @@ pub struct Logging {
 
 pub fn decoy_logging(opts: &Logging) {
     super::say::json_notices(opts.json);
-    // lapin logs every message the broker returns (a reply to a queue that no
-    // longer exists) at WARN with its whole content; decoy says it in one line.
+    // decoy says every broker failure itself, once and then summarised, with the
+    // queue, the connection and what to do. lapin logs them too, at ERROR, once per
+    // attempt and per channel (a channel a missing queue closed, an abandoned
+    // connect), and every message the broker returns at WARN with its whole
+    // content: its lines are off unless asked for by name (`RUST_LOG`, or a
+    // `--log-level` that names lapin).
     // Plugins' `log` calls and their stdout/stderr (target `plugin`) show at info.
+    const LAPIN: &str = "lapin=off";
     let default = match (&opts.level, opts.verbose) {
-        (Some(l), _) => format!("{l},lapin::returned_messages=error"),
-        (None, true) => "info,lapin::returned_messages=error".to_owned(),
-        (None, false) => "warn,plugin=info,lapin::returned_messages=error".to_owned(),
+        (Some(l), _) if l.contains("lapin") => l.clone(),
+        (Some(l), _) => format!("{l},{LAPIN}"),
+        (None, true) => format!("info,{LAPIN}"),
+        (None, false) => format!("warn,plugin=info,{LAPIN}"),
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -10,6 +10,8 @@
 //! - `tests/invalid/<name>.json`: one bad mapping file; `<name>.err` holds exactly what
 //!   loading it reports. Set `DECOY_BLESS=1` to rewrite the `.err` files after an
 //!   intended change of wording (and read the diff).
+//! - `tests/invalid-mq/<name>/`: a root with bad MQ files (`mq-connections.json`,
+//!   `mq-mappings/`); `<name>.err` beside it holds what loading them reports.
 
 use std::path::{Path, PathBuf};
 
@@ -183,4 +185,41 @@ fn every_invalid_mapping_is_reported_exactly_as_recorded() {
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} invalid cases");
+}
+
+#[test]
+fn every_invalid_mq_root_is_reported_exactly_as_recorded() {
+    let bless = std::env::var_os("DECOY_BLESS").is_some();
+    let mut checked = 0;
+    for dir in sorted_entries(&repo_tests().join("invalid-mq")) {
+        if !dir.is_dir() {
+            continue;
+        }
+        let load = decoy_mq::config::load(&dir);
+        let mut text = String::new();
+        for p in &load.problems {
+            text.push_str(&format!("error: {p}\n"));
+        }
+        for w in &load.warnings {
+            text.push_str(&format!("warning: {w}\n"));
+        }
+        text.push_str(&format!(
+            "loaded {}, rejected {}\n",
+            load.mappings.len(),
+            load.rejected
+        ));
+        let err_file = dir.with_extension("err");
+        if bless {
+            std::fs::write(&err_file, &text).unwrap();
+        }
+        let expected = std::fs::read_to_string(&err_file).unwrap_or_else(|_| {
+            panic!(
+                "{} is missing (run with DECOY_BLESS=1 to create it)",
+                err_file.display()
+            )
+        });
+        assert_eq!(text, expected, "{}", dir.display());
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} invalid MQ roots");
 }

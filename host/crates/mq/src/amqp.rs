@@ -8,8 +8,21 @@
 //! confirm mode and wait for the broker's confirm before the request is acknowledged.
 //! A dropped connection is replaced on the next receiver or sender request (the
 //! runtime retries with backoff); RabbitMQ redelivers whatever was not acknowledged.
+//!
+//! lapin runs each connection on an OS thread of its own, which waits on the socket
+//! and knows nothing of the future that asked for the connection. A connect decoy
+//! gives up on (its deadline passed, or decoy is stopping) would leave that thread
+//! and its socket waiting for as long as the peer keeps the socket open: forever
+//! against a listener that accepts and never answers, one thread and one descriptor
+//! per attempt. So decoy opens the TCP socket itself ([`Connection::connector`]) and
+//! keeps a second descriptor of it ([`Socket`]): a connect dropped before it
+//! finished, and a pooled connection dropped because it stopped answering, shut the
+//! socket down, which wakes lapin's thread with an end of file; it ends and closes
+//! its descriptor.
 
-use std::sync::Arc;
+use std::net::Shutdown;
+use std::os::fd::AsFd as _;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Mutex as AsyncMutex;
@@ -19,7 +32,9 @@ use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
     BasicRejectOptions, ConfirmSelectOptions, QueueBindOptions, QueueDeclareOptions,
 };
+use lapin::tcp::{AsyncTcpStream, OwnedTLSConfig};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use super::config::AmqpConfig;
@@ -41,11 +56,11 @@ fn err(what: &str, e: impl std::fmt::Display) -> BrokerError {
     BrokerError::new(format!("{what}: {e}"))
 }
 
-/// How long connecting, or an operation on a channel, may take before it counts as
-/// failed (and is retried with backoff): a broker that is starting, or a network
-/// that drops packets, can accept a socket and never answer, and a connect without
-/// a deadline would then hold its pool slot, and every receiver and sender on it,
-/// for good.
+/// How long an operation on a channel may take before it counts as failed (and is
+/// retried with backoff); connecting has its own deadline, `connectTimeoutMilliseconds`
+/// (10 s by default). A broker that is starting, or a network that drops packets, can
+/// accept a socket and never answer, and a connect without a deadline would then hold
+/// its pool slot, and every receiver and sender on it, for good.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a reply waits for its publisher confirm. After it the put counts as
 /// failed: the request goes back to its queue (its reply may then be sent twice,
@@ -89,6 +104,88 @@ impl<T, E> OrLate<T, E> for Result<Result<T, E>, tokio::time::error::Elapsed> {
     }
 }
 
+/// The TCP socket under one lapin connection, as a second descriptor, so decoy can
+/// shut it down (see the module's doc). `None` until the socket is open.
+#[derive(Debug, Default)]
+struct Socket(Mutex<SocketState>);
+
+#[derive(Debug, Default)]
+struct SocketState {
+    dup: Option<std::net::TcpStream>,
+    /// The connect was given up before the socket opened: it must not be used.
+    closed: bool,
+}
+
+impl Socket {
+    fn state(&self) -> std::sync::MutexGuard<'_, SocketState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps a descriptor of the socket lapin is about to use; fails when the connect
+    /// was already given up, so lapin drops the socket at once.
+    fn keep(&self, dup: std::net::TcpStream) -> std::io::Result<()> {
+        let mut state = self.state();
+        if state.closed {
+            let _ = dup.shutdown(Shutdown::Both);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the connect was given up",
+            ));
+        }
+        state.dup = Some(dup);
+        Ok(())
+    }
+
+    /// Shuts the socket down: lapin's thread sees the end of the stream and ends.
+    fn close(&self) {
+        let mut state = self.state();
+        state.closed = true;
+        if let Some(dup) = state.dup.take() {
+            let _ = dup.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Closes the socket of a connect that is dropped before it finished, whether its
+/// deadline passed or its task was stopped; defused once the connection is made.
+struct CloseUnlessConnected(Option<Arc<Socket>>);
+
+impl Drop for CloseUnlessConnected {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            s.close();
+        }
+    }
+}
+
+/// Opens the TCP (and TLS) stream for a connection as lapin's own connector would,
+/// keeping a descriptor of the socket in `socket`.
+async fn open_stream(
+    uri: AMQPUri,
+    socket: &Socket,
+) -> lapin::Result<AsyncTcpStream<async_compat::Compat<tokio::net::TcpStream>>> {
+    let host = uri.authority.host.as_str();
+    let tcp = tokio::net::TcpStream::connect((host, uri.authority.port)).await?;
+    tcp.set_nodelay(true)?;
+    socket.keep(std::net::TcpStream::from(tcp.as_fd().try_clone_to_owned()?))?;
+    let stream = AsyncTcpStream::Plain(async_compat::CompatExt::compat(tcp));
+    if matches!(uri.scheme, AMQPScheme::AMQPS) {
+        Ok(stream
+            .into_tls(host, OwnedTLSConfig::default().as_ref())
+            .await?)
+    } else {
+        Ok(stream)
+    }
+}
+
+/// A pooled connection and its socket.
+struct Pooled {
+    conn: Arc<Connection>,
+    socket: Arc<Socket>,
+}
+
+type Slot = AsyncMutex<Option<Pooled>>;
+
 /// One `amqp` connection entry and its two pools.
 pub struct AmqpBroker {
     config: AmqpConfig,
@@ -97,8 +194,8 @@ pub struct AmqpBroker {
     /// A slot per pooled connection. The slot's async lock is held while connecting,
     /// so receivers and senders starting together share the slot's one connection
     /// instead of each opening their own (it guards a connect, never a message).
-    read: Vec<AsyncMutex<Option<Arc<Connection>>>>,
-    write: Vec<AsyncMutex<Option<Arc<Connection>>>>,
+    read: Vec<Slot>,
+    write: Vec<Slot>,
 }
 
 impl std::fmt::Debug for AmqpBroker {
@@ -132,49 +229,117 @@ impl AmqpBroker {
         }
     }
 
+    /// Connects, within `connectTimeoutMilliseconds`. A connect that fails, times out or is
+    /// dropped closes its socket, so lapin's thread for it ends.
+    async fn connect(&self) -> Result<Pooled, BrokerError> {
+        let failed =
+            |e: &dyn std::fmt::Display| err(&format!("cannot connect to {}", self.shown), e);
+        let uri: AMQPUri = self.config.uri.parse().map_err(|e: String| failed(&e))?;
+        let runtime = lapin::runtime::default_runtime().map_err(|e| failed(&e))?;
+        let socket = Arc::new(Socket::default());
+        let mut unless_connected = CloseUnlessConnected(Some(socket.clone()));
+        let for_lapin = socket.clone();
+        let conn = Connection::connector(
+            uri,
+            runtime,
+            async move |uri, _runtime| open_stream(uri, &for_lapin).await,
+            ConnectionProperties::default().with_connection_name("decoy".into()),
+        );
+        let conn = match tokio::time::timeout(self.config.connect_timeout, conn).await {
+            Ok(c) => c.map_err(|e| failed(&e))?,
+            Err(_) => {
+                return Err(failed(&format_args!(
+                    "no answer from the broker in {:?}",
+                    self.config.connect_timeout
+                )));
+            }
+        };
+        unless_connected.0 = None;
+        Ok(Pooled {
+            conn: Arc::new(conn),
+            socket,
+        })
+    }
+
     /// The pooled connection at `slot`, reconnecting when it was lost.
     async fn connection(
         &self,
-        pool: &[AsyncMutex<Option<Arc<Connection>>>],
+        pool: &[Slot],
         index: usize,
     ) -> Result<Arc<Connection>, BrokerError> {
         let mut slot = pool[index % pool.len()].lock().await;
-        if let Some(c) = slot.as_ref().filter(|c| c.status().connected()) {
-            return Ok(c.clone());
+        if let Some(p) = slot.as_ref().filter(|p| p.conn.status().connected()) {
+            return Ok(p.conn.clone());
         }
-        let conn = Connection::connect(
-            &self.config.uri,
-            ConnectionProperties::default().with_connection_name("decoy".into()),
-        )
-        .timed()
-        .await
-        .or_late()
-        .map_err(|e| err(&format!("cannot connect to {}", self.shown), e))?;
-        let conn = Arc::new(conn);
-        *slot = Some(conn.clone());
+        if let Some(lost) = slot.take() {
+            lost.socket.close();
+        }
+        let pooled = self.connect().await?;
+        let conn = pooled.conn.clone();
+        *slot = Some(pooled);
         Ok(conn)
     }
 
     /// A new channel on the pooled connection at `slot`. When the connection cannot
     /// open one (it says it is connected but does not answer, as after a broker
     /// restart), it is dropped from the pool, so the next attempt connects afresh.
-    async fn channel(
-        &self,
-        pool: &[AsyncMutex<Option<Arc<Connection>>>],
-        index: usize,
-    ) -> Result<Channel, BrokerError> {
+    async fn channel(&self, pool: &[Slot], index: usize) -> Result<Channel, BrokerError> {
         let conn = self.connection(pool, index).await?;
         match conn.create_channel().timed().await.or_late() {
             Ok(c) => Ok(c),
             Err(e) => {
                 let mut slot = pool[index % pool.len()].lock().await;
-                if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
-                    *slot = None;
+                if slot.as_ref().is_some_and(|p| Arc::ptr_eq(&p.conn, &conn))
+                    && let Some(lost) = slot.take()
+                {
+                    lost.socket.close();
                 }
                 Err(err("cannot open a channel", e))
             }
         }
     }
+}
+
+impl AmqpBroker {
+    /// Checks that `queue` exists (a passive declare): decoy does not create the
+    /// system's queues unless the connection says `declareQueues`, so a missing one is
+    /// reported rather than silently made, empty, on a shared broker. With
+    /// `declareQueues` a missing queue is declared durable, on the same terms as the
+    /// unmatched queue. Returns whether it did (the channel is then closed).
+    async fn ensure_queue(&self, channel: &Channel, queue: &str) -> Result<bool, BrokerError> {
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let found = channel
+            .queue_declare(queue.into(), passive, FieldTable::default())
+            .timed()
+            .await
+            .or_late();
+        let missing = match found {
+            Ok(_) => return Ok(false),
+            Err(Late::Failed(e)) if not_found(&e) => e,
+            Err(e) => return Err(err(&format!("queue {queue:?} is not available"), e)),
+        };
+        if !self.config.declare_queues {
+            return Err(BrokerError::missing_queue(
+                queue,
+                format!("queue {queue:?} does not exist: {missing}"),
+            ));
+        }
+        // On a channel of its own: the 404 closed this one.
+        self.declare_queue(queue).await?;
+        tracing::info!(
+            "declared queue {queue:?} on {} (the connection says declareQueues)",
+            self.shown
+        );
+        Ok(true)
+    }
+}
+
+/// The broker's 404: the queue (or exchange) does not exist.
+fn not_found(e: &lapin::Error) -> bool {
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(p) if p.get_id() == 404)
 }
 
 impl Broker for AmqpBroker {
@@ -188,7 +353,7 @@ impl Broker for AmqpBroker {
         index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
         Box::pin(async move {
-            let channel = self.channel(&self.read, index).await?;
+            let mut channel = self.channel(&self.read, index).await?;
             let queue = if from.topic {
                 // A topic is a binding pattern on `amq.topic`. The mapping's receivers
                 // share one queue bound to it (each publication is answered once), which
@@ -221,24 +386,11 @@ impl Broker for AmqpBroker {
                     .map_err(|e| err(&format!("cannot bind {queue:?} to {from}"), e))?;
                 queue
             } else {
-                // Passive: the queue must exist (decoy does not create the system's
-                // queues); a missing one is a clear error rather than a silently new
-                // empty queue.
-                let queue = from.name.clone();
-                channel
-                    .queue_declare(
-                        queue.as_str().into(),
-                        QueueDeclareOptions {
-                            passive: true,
-                            ..QueueDeclareOptions::default()
-                        },
-                        FieldTable::default(),
-                    )
-                    .timed()
-                    .await
-                    .or_late()
-                    .map_err(|e| err(&format!("queue {queue:?} is not available"), e))?;
-                queue
+                if self.ensure_queue(&channel, &from.name).await? {
+                    // The passive declare's 404 closed its channel.
+                    channel = self.channel(&self.read, index).await?;
+                }
+                from.name.clone()
             };
             channel
                 .basic_qos(self.config.prefetch, BasicQosOptions::default())
@@ -263,6 +415,14 @@ impl Broker for AmqpBroker {
                 queue,
             }) as Box<dyn Receiver>)
         })
+    }
+
+    fn how_to_create(&self, queue: &str) -> String {
+        format!(
+            "create it (for example `rabbitmqadmin declare queue name={queue} durable=true`), \
+             or set \"declareQueues\": true on the connection to let decoy declare the queues \
+             it listens on"
+        )
     }
 
     fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>> {

@@ -22,13 +22,36 @@ use decoy_core::mapping::load::{Problem, StubRef, json_files, load_stub_file};
 use decoy_core::mapping::{DEFAULT_PRIORITY, parse_body_field, parse_distribution};
 use decoy_matching::pattern::StringPattern;
 use decoy_spec::fields::{
-    FieldError, FieldResult, as_bool, as_i64, as_object, as_str, as_u64, join, kind, warn_unknown,
+    FieldError, FieldResult, as_bool, as_i64, as_object, as_str, as_u64, join, kind, show,
+    warn_unknown,
 };
 use decoy_spec::plan::DelayDistribution;
 
 /// Files read, in the order tried: decoy's name, then Traffic Parrot's.
 pub const CONNECTION_FILES: [&str; 2] = ["mq-connections.json", "ibm-mq-connections.json"];
 pub const MAPPING_DIRS: [&str; 2] = ["mq-mappings", "ibm-mq-mappings"];
+
+/// Most `readConnectionsToOpen` or `writeConnectionsToOpen` of one connection, and
+/// most `receiveThreads` or `sendThreads` of one mapping.
+pub const MAX_PER_FIELD: u64 = 1000;
+/// Most broker connections all of `mq-connections.json` may open (read and write,
+/// every connection). Each costs the broker a connection and its descriptors, and
+/// decoy an OS thread (AMQP: lapin's; IBM MQ: the connection's own), a socket and
+/// several MiB of buffers: per field, 1,000 + 1,000 connections once reached 5.9 GB
+/// and exhausted RabbitMQ's default 1,024 descriptors, for every client of it.
+pub const MAX_CONNECTIONS: u64 = 256;
+/// Most receivers, and most senders, all MQ mappings may start together (each queue
+/// starts the largest `receiveThreads` and `sendThreads` among its mappings). They are
+/// tasks, but each receiver holds a channel and up to `prefetch` messages.
+pub const MAX_RECEIVERS: u64 = 1000;
+pub const MAX_SENDERS: u64 = 1000;
+/// How long opening an AMQP connection may take unless `connectTimeoutMilliseconds`
+/// says otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// AMQP 0-9-1 carries a queue name as a short string: at most 255 bytes.
+pub const AMQP_NAME_MAX: usize = 255;
+/// IBM MQ object names: at most 48 characters.
+pub const IBM_MQ_NAME_MAX: usize = 48;
 
 /// A broker connection, as configured.
 #[derive(Debug, Clone)]
@@ -54,6 +77,13 @@ pub struct AmqpConfig {
     pub write_connections: usize,
     /// Unacknowledged messages a receiver may hold (`basic.qos`).
     pub prefetch: u16,
+    /// Declare (durable) a queue a mapping listens on when it does not exist
+    /// (`declareQueues`; off by default: a mock does not create queues on a shared
+    /// broker unless told to).
+    pub declare_queues: bool,
+    /// How long opening a connection may take (`connectTimeoutMilliseconds`, 10 s by
+    /// default); past it the attempt is given up, its socket closed, and retried.
+    pub connect_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,7 +230,9 @@ pub fn load(root: &Path) -> MqLoad {
 pub fn load_with(root: &Path, plugins: Option<&decoy_plugin_host::Plugins>) -> MqLoad {
     let mut out = MqLoad::default();
     let files_dir = decoy_core::mapping::load::files_dir(root);
-    if let Some(name) = CONNECTION_FILES.iter().find(|n| root.join(n).is_file()) {
+    let found = CONNECTION_FILES.iter().find(|n| root.join(n).is_file());
+    let connection_file = Path::new(found.unwrap_or(&CONNECTION_FILES[0]));
+    if let Some(name) = found {
         let rel = PathBuf::from(name);
         let tp_ibm = *name == "ibm-mq-connections.json";
         match read_json(&root.join(name)) {
@@ -245,7 +277,104 @@ pub fn load_with(root: &Path, plugins: Option<&decoy_plugin_host::Plugins>) -> M
         out.warnings.extend(file.warnings);
         out.rejected += file.rejected;
     }
+    check_totals(&mut out, connection_file);
     out
+}
+
+/// The limits of the whole configuration, not of one field: broker connections over
+/// every connection, receivers and senders over every mapping. Past one, nothing of
+/// the MQ files is served (each part may be fine; together they are too much), and
+/// the problem names the file, the total and the limit.
+fn check_totals(out: &mut MqLoad, connection_file: &Path) {
+    let connections: u64 = out
+        .connections
+        .iter()
+        .map(|c| match &c.kind {
+            ConnectionKind::Amqp(a) => (a.read_connections + a.write_connections) as u64,
+            ConnectionKind::IbmMq(m) => (m.read_connections + m.write_connections) as u64,
+        })
+        .sum();
+    let mut over = Vec::new();
+    if connections > MAX_CONNECTIONS {
+        over.push(problem(
+            connection_file,
+            None,
+            FieldError::new(
+                "",
+                format!(
+                    "the connections open {connections} broker connections in total \
+                     (readConnectionsToOpen + writeConnectionsToOpen over {} connections), \
+                     more than the limit of {MAX_CONNECTIONS}: each is a connection on the \
+                     broker and an OS thread, a socket and buffers in decoy; lower them (one \
+                     connection carries many receivers and senders on channels of their own)",
+                    out.connections.len()
+                ),
+            ),
+        ));
+    }
+    // What the runtime starts: per queue of a connection, the largest value among its
+    // mappings.
+    let mut queues: Vec<(&str, &Destination, u64, u64)> = Vec::new();
+    for m in &out.mappings {
+        let (r, s) = (m.receive_threads as u64, m.send_threads as u64);
+        match queues
+            .iter_mut()
+            .find(|q| q.0 == m.connection_id && *q.1 == m.queue)
+        {
+            Some(q) => {
+                q.2 = q.2.max(r);
+                q.3 = q.3.max(s);
+            }
+            None => queues.push((&m.connection_id, &m.queue, r, s)),
+        }
+    }
+    let dir = out
+        .mappings
+        .first()
+        .and_then(|m| m.file.components().next())
+        .map_or_else(
+            || PathBuf::from(MAPPING_DIRS[0]),
+            |c| PathBuf::from(c.as_os_str()),
+        );
+    let receivers = queues.iter().map(|q| q.2).sum::<u64>();
+    let senders = queues.iter().map(|q| q.3).sum::<u64>();
+    for (total, field, what, max, why) in [
+        (
+            receivers,
+            "receiveThreads",
+            "receivers",
+            MAX_RECEIVERS,
+            "a receiver takes up to prefetch messages at once, so a few keep a queue busy",
+        ),
+        (
+            senders,
+            "sendThreads",
+            "senders",
+            MAX_SENDERS,
+            "a sender keeps 8 replies waiting for their confirms at once",
+        ),
+    ] {
+        if total > max {
+            over.push(problem(
+                &dir,
+                None,
+                FieldError::new(
+                    "",
+                    format!(
+                        "the mappings start {total} {what} in total ({field}, the largest per \
+                         queue, over {} queues), more than the limit of {max}; lower {field} \
+                         ({why})",
+                        queues.len()
+                    ),
+                ),
+            ));
+        }
+    }
+    if !over.is_empty() {
+        out.rejected += out.mappings.len();
+        out.mappings.clear();
+        out.problems.extend(over);
+    }
 }
 
 fn read_json(path: &Path) -> Result<Value, String> {
@@ -265,6 +394,8 @@ const AMQP_FIELDS: &[&str] = &[
     "readConnectionsToOpen",
     "writeConnectionsToOpen",
     "prefetch",
+    "declareQueues",
+    "connectTimeoutMilliseconds",
     "unmatched",
 ];
 const IBM_FIELDS: &[&str] = &[
@@ -351,17 +482,59 @@ fn opt_str(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<Optio
     }
 }
 
+/// A whole number in `min..=max`. A fraction (`1.9999`) is an error rather than
+/// truncated, and a number out of range is quoted as it was given (`1e30`), not as
+/// what a conversion made of it.
+fn whole(v: &Value, path: &str, min: u64, max: u64) -> FieldResult<u64> {
+    let out_of_range =
+        |shown: &str| FieldError::new(path, format!("{shown} is out of range ({min}-{max})"));
+    let n = match v {
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(n), _, _) => n,
+            (None, Some(_), _) => return Err(out_of_range(&n.to_string())),
+            (None, None, Some(f)) if f.fract() != 0.0 => {
+                return Err(FieldError::new(path, format!("{n} is not a whole number")));
+            }
+            // `2.0`: whole, written as a float.
+            (None, None, Some(f)) if (0.0..=max as f64).contains(&f) => f as u64,
+            _ => return Err(out_of_range(&n.to_string())),
+        },
+        // Traffic Parrot's files sometimes quote numbers.
+        Value::String(s) => match s.trim().parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => match s.trim().parse::<f64>() {
+                Ok(f) if f.is_finite() && f.fract() != 0.0 => {
+                    return Err(FieldError::new(
+                        path,
+                        format!("{s:?} is not a whole number"),
+                    ));
+                }
+                Ok(_) => return Err(out_of_range(&format!("{s:?}"))),
+                Err(_) => {
+                    return Err(FieldError::new(
+                        path,
+                        format!("expected a whole number, found {}", show(v)),
+                    ));
+                }
+            },
+        },
+        other => {
+            return Err(FieldError::new(
+                path,
+                format!("expected a whole number, found {}", kind(other)),
+            ));
+        }
+    };
+    if n < min || n > max {
+        return Err(out_of_range(&n.to_string()));
+    }
+    Ok(n)
+}
+
 fn count(obj: &Map<String, Value>, key: &str, path: &str, default: usize) -> FieldResult<usize> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(default),
-        Some(v) => {
-            let at = join(path, key);
-            let n = as_u64(v, &at)?;
-            if n == 0 || n > 1000 {
-                return Err(FieldError::new(at, format!("{n} is out of range (1-1000)")));
-            }
-            Ok(n as usize)
-        }
+        Some(v) => Ok(whole(v, &join(path, key), 1, MAX_PER_FIELD)? as usize),
     }
 }
 
@@ -439,7 +612,7 @@ fn parse_connection(
                     let host =
                         opt_str(data, "host", &data_at)?.unwrap_or_else(|| "127.0.0.1".into());
                     let port = match data.get("port") {
-                        Some(p) => as_u64(p, &join(&data_at, "port"))?,
+                        Some(p) => whole(p, &join(&data_at, "port"), 1, 65535)?,
                         None => 5672,
                     };
                     let user =
@@ -461,19 +634,26 @@ fn parse_connection(
             };
             let prefetch = match data.get("prefetch") {
                 None | Some(Value::Null) => 100,
-                Some(p) => {
-                    let path = join(&data_at, "prefetch");
-                    u16::try_from(as_u64(p, &path)?)
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| FieldError::new(path, "must be between 1 and 65535"))?
-                }
+                Some(p) => whole(p, &join(&data_at, "prefetch"), 1, 65535)? as u16,
             };
             ConnectionKind::Amqp(AmqpConfig {
                 uri,
                 read_connections: count(data, "readConnectionsToOpen", &data_at, 1)?,
                 write_connections: count(data, "writeConnectionsToOpen", &data_at, 1)?,
                 prefetch,
+                declare_queues: match data.get("declareQueues") {
+                    None | Some(Value::Null) => false,
+                    Some(v) => as_bool(v, &join(&data_at, "declareQueues"))?,
+                },
+                connect_timeout: match data.get("connectTimeoutMilliseconds") {
+                    None | Some(Value::Null) => DEFAULT_CONNECT_TIMEOUT,
+                    Some(v) => Duration::from_millis(whole(
+                        v,
+                        &join(&data_at, "connectTimeoutMilliseconds"),
+                        100,
+                        600_000,
+                    )?),
+                },
             })
         }
         "ibm-mq" => {
@@ -490,11 +670,7 @@ fn parse_connection(
                     })
             };
             let port = match data.get("port") {
-                Some(p) => {
-                    let path = join(&data_at, "port");
-                    u16::try_from(as_u64(p, &path)?)
-                        .map_err(|_| FieldError::new(path, "is not a TCP port"))?
-                }
+                Some(p) => whole(p, &join(&data_at, "port"), 1, 65535)? as u16,
                 None => 1414,
             };
             if unmatched == Unmatched::Reject {
@@ -539,12 +715,93 @@ fn parse_connection(
             ));
         }
     };
+    if let Unmatched::Queue(q) = &unmatched {
+        check_name(
+            q,
+            false,
+            false,
+            &join(&join(&data_at, "unmatched"), "queue"),
+            &kind,
+        )?;
+    }
     Ok(Connection {
         id,
         name,
         kind,
         unmatched,
     })
+}
+
+/// Checks a queue or topic name against what the connection's broker accepts: not
+/// empty, and at most 255 bytes on AMQP (a short string in AMQP 0-9-1; the queue of a
+/// topic decoy `subscribes` to is `decoy.topic.` and the topic) or 48 characters for
+/// an IBM MQ queue.
+fn check_name(
+    name: &str,
+    topic: bool,
+    subscribes: bool,
+    path: &str,
+    kind: &ConnectionKind,
+) -> FieldResult<()> {
+    if name.trim().is_empty() {
+        return Err(FieldError::new(path, "must not be empty"));
+    }
+    match kind {
+        ConnectionKind::Amqp(_) => {
+            let prefixed = topic && subscribes;
+            let max = if prefixed {
+                AMQP_NAME_MAX - super::amqp::TOPIC_QUEUE_PREFIX.len()
+            } else {
+                AMQP_NAME_MAX
+            };
+            if name.len() > max {
+                let what = if prefixed {
+                    format!(
+                        "a topic is at most {max} bytes on AMQP (its queue, {:?} and the topic, \
+                         is a short string of at most {AMQP_NAME_MAX})",
+                        super::amqp::TOPIC_QUEUE_PREFIX
+                    )
+                } else {
+                    format!("a queue name is at most {AMQP_NAME_MAX} bytes on AMQP 0-9-1")
+                };
+                return Err(FieldError::new(
+                    path,
+                    format!(
+                        "{} is {} bytes long; {what}",
+                        show(&Value::from(name)),
+                        name.len()
+                    ),
+                ));
+            }
+        }
+        // An IBM MQ topic string may be long; only queue names have the limit.
+        ConnectionKind::IbmMq(_) if !topic && name.chars().count() > IBM_MQ_NAME_MAX => {
+            return Err(FieldError::new(
+                path,
+                format!(
+                    "{} is longer than IBM MQ's {IBM_MQ_NAME_MAX} characters",
+                    show(&Value::from(name))
+                ),
+            ));
+        }
+        ConnectionKind::IbmMq(_) => {}
+    }
+    Ok(())
+}
+
+/// Where a destination's name is, for messages: `request.destination` when it was
+/// given as a string, `request.destination.name` when as an object.
+fn name_path(obj: &Map<String, Value>, parent: &str) -> String {
+    let (key, at) = parent.rsplit_once('.').unwrap_or(("", parent));
+    let holder = if key.is_empty() {
+        obj.get(at)
+    } else {
+        obj.get(key).and_then(|r| r.get(at))
+    };
+    match holder {
+        Some(Value::Object(_)) => join(parent, "name"),
+        _ => parent.to_owned(),
+    }
 }
 
 const MAPPING_FIELDS: &[&str] = &[
@@ -676,6 +933,7 @@ fn parse_mapping(
     })());
 
     let mut queue = Destination::queue("");
+    let mut queue_given = false;
     let mut body = None;
     let mut properties = Vec::new();
     match obj.get("request") {
@@ -693,7 +951,10 @@ fn parse_mapping(
                         "missing; it names the queue to listen on",
                     )),
                     Some(d) => match parse_destination(d, "request.destination") {
-                        Ok(q) => queue = q,
+                        Ok(q) => {
+                            queue = q;
+                            queue_given = true;
+                        }
                         Err(e) => errors.push(e),
                     },
                 }
@@ -732,6 +993,20 @@ fn parse_mapping(
         .map_err(|e| errors.extend(e))
         .ok()
         .flatten();
+    if let Some(c) = connections.iter().find(|c| c.id == connection_id) {
+        if queue_given {
+            let path = name_path(obj, "request.destination");
+            if let Err(e) = check_name(&queue.name, queue.topic, true, &path, &c.kind) {
+                errors.push(e);
+            }
+        }
+        if let Some(d) = response.as_ref().and_then(|r| r.destination.as_ref()) {
+            let path = name_path(obj, "response.destination");
+            if let Err(e) = check_name(&d.name, d.topic, false, &path, &c.kind) {
+                errors.push(e);
+            }
+        }
+    }
     let on_ibm_mq = connections
         .iter()
         .any(|c| c.id == connection_id && matches!(c.kind, ConnectionKind::IbmMq(_)));
@@ -925,4 +1200,216 @@ pub(crate) fn load_for_test(
     let load = load(dir.path());
     assert!(load.problems.is_empty(), "{:?}", load.problems);
     load
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    /// Loads a root holding `connections` and `mappings` (one file each); the
+    /// problems as they would be printed.
+    fn problems_of(connections: Value, mappings: &[Value]) -> (MqLoad, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("mq-connections.json"),
+            connections.to_string(),
+        )
+        .unwrap();
+        std::fs::create_dir(dir.path().join("mq-mappings")).unwrap();
+        for (i, m) in mappings.iter().enumerate() {
+            std::fs::write(
+                dir.path().join(format!("mq-mappings/{i:02}.json")),
+                m.to_string(),
+            )
+            .unwrap();
+        }
+        let load = load(dir.path());
+        let shown = load.problems.iter().map(|p| p.to_string()).collect();
+        (load, shown)
+    }
+
+    fn amqp(id: &str, data: Value) -> Value {
+        let mut d = json!({"type": "amqp", "uri": "amqp://127.0.0.1"});
+        d.as_object_mut()
+            .unwrap()
+            .extend(data.as_object().unwrap().clone());
+        json!({"connectionId": id, "connectionData": d})
+    }
+
+    fn listening_on(queue: &str, extra: Value) -> Value {
+        let mut m = json!({"request": {"destination": queue}, "response": {"text": "ok"}});
+        m.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        m
+    }
+
+    #[test]
+    fn whole_numbers_refuse_fractions_and_quote_the_number_given() {
+        let at = |v: Value| whole(&v, "f", 1, 1000).map_err(|e| e.to_string());
+        assert_eq!(at(json!(7)), Ok(7));
+        assert_eq!(at(json!("7")), Ok(7));
+        assert_eq!(at(json!(2.0)), Ok(2));
+        assert_eq!(
+            at(json!(1.9999)),
+            Err("f: 1.9999 is not a whole number".into())
+        );
+        assert_eq!(
+            at(json!("2.5")),
+            Err("f: \"2.5\" is not a whole number".into())
+        );
+        assert_eq!(
+            at(json!(1e30)),
+            Err("f: 1e+30 is out of range (1-1000)".into())
+        );
+        assert_eq!(
+            at(json!(18446744073709551615u64)),
+            Err("f: 18446744073709551615 is out of range (1-1000)".into())
+        );
+        assert_eq!(at(json!(-3)), Err("f: -3 is out of range (1-1000)".into()));
+        assert_eq!(at(json!(0)), Err("f: 0 is out of range (1-1000)".into()));
+        assert_eq!(
+            at(json!(true)),
+            Err("f: expected a whole number, found a boolean".into())
+        );
+    }
+
+    #[test]
+    fn broker_connections_are_limited_over_the_whole_file() {
+        let each = json!({"readConnectionsToOpen": 100, "writeConnectionsToOpen": 100});
+        let (load, problems) = problems_of(
+            json!([amqp("a", each.clone()), amqp("b", each)]),
+            &[listening_on("Q", json!({"connectionId": "a"}))],
+        );
+        assert_eq!(
+            problems,
+            [format!(
+                "mq-connections.json: the connections open 400 broker connections in total \
+                 (readConnectionsToOpen + writeConnectionsToOpen over 2 connections), more than \
+                 the limit of {MAX_CONNECTIONS}: each is a connection on the broker and an OS \
+                 thread, a socket and buffers in decoy; lower them (one connection carries many \
+                 receivers and senders on channels of their own)"
+            )]
+        );
+        assert!(load.mappings.is_empty(), "nothing is served");
+        assert_eq!(load.rejected, 1);
+
+        // Up to the limit, it loads.
+        let (load, problems) = problems_of(
+            json!([amqp(
+                "a",
+                json!({"readConnectionsToOpen": 200, "writeConnectionsToOpen": 56})
+            )]),
+            &[listening_on("Q", json!({}))],
+        );
+        assert_eq!(problems, Vec::<String>::new());
+        assert_eq!(load.mappings.len(), 1);
+    }
+
+    #[test]
+    fn receivers_and_senders_are_limited_over_every_mapping() {
+        let mappings: Vec<Value> = (0..3)
+            .map(|i| {
+                listening_on(
+                    &format!("Q{i}"),
+                    json!({"receiveThreads": 400, "sendThreads": 2}),
+                )
+            })
+            .collect();
+        let (load, problems) = problems_of(json!([amqp("a", json!({}))]), &mappings);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with(
+                "mq-mappings: the mappings start 1200 receivers in total (receiveThreads, the \
+                 largest per queue, over 3 queues), more than the limit of 1000"
+            ),
+            "{problems:?}"
+        );
+        assert!(load.mappings.is_empty());
+
+        // Mappings sharing a queue share its receivers: counted once.
+        let same: Vec<Value> = (0..3)
+            .map(|_| listening_on("Q", json!({"receiveThreads": 400})))
+            .collect();
+        let (load, problems) = problems_of(json!([amqp("a", json!({}))]), &same);
+        assert_eq!(problems, Vec::<String>::new());
+        assert_eq!(load.mappings.len(), 3);
+    }
+
+    #[test]
+    fn amqp_queue_names_must_be_short_strings_and_not_empty() {
+        let long = "q".repeat(256);
+        let (_, problems) = problems_of(
+            json!([amqp("a", json!({}))]),
+            &[
+                listening_on("", json!({})),
+                listening_on(&"q".repeat(255), json!({})),
+                json!({"request": {"destination": {"name": long, "type": "QUEUE"}}}),
+                json!({"request": {"destination": {"name": "t".repeat(250), "type": "TOPIC"}}}),
+                json!({"request": {"destination": "Q"}, "response": {"destination": {"name": "t".repeat(250), "type": "TOPIC"}}}),
+            ],
+        );
+        assert_eq!(
+            problems,
+            [
+                "mq-mappings/00.json: mapping #0: request.destination: must not be empty"
+                    .to_owned(),
+                format!(
+                    "mq-mappings/02.json: mapping #0: request.destination.name: \"{}... is \
+                     256 bytes long; a queue name is at most 255 bytes on AMQP 0-9-1",
+                    "q".repeat(56)
+                ),
+                format!(
+                    "mq-mappings/03.json: mapping #0: request.destination.name: \"{}... is \
+                     250 bytes long; a topic is at most 243 bytes on AMQP (its queue, \
+                     \"decoy.topic.\" and the topic, is a short string of at most 255)",
+                    "t".repeat(56)
+                ),
+            ]
+        );
+        let (_, problems) =
+            problems_of(json!([amqp("a", json!({"unmatched": {"queue": ""}}))]), &[]);
+        assert_eq!(
+            problems,
+            [
+                "mq-connections.json: mapping #0 (id a): [0].connectionData.unmatched.queue: must not be empty"
+            ]
+        );
+    }
+
+    #[test]
+    fn connection_numbers_are_whole_and_in_range() {
+        let (_, problems) = problems_of(
+            json!([amqp("a", json!({"readConnectionsToOpen": 1.9999}))]),
+            &[],
+        );
+        assert_eq!(
+            problems,
+            [
+                "mq-connections.json: mapping #0 (id a): [0].connectionData.readConnectionsToOpen: 1.9999 is not a whole number"
+            ]
+        );
+        let (_, problems) = problems_of(json!([amqp("a", json!({"prefetch": 70000}))]), &[]);
+        assert_eq!(
+            problems,
+            [
+                "mq-connections.json: mapping #0 (id a): [0].connectionData.prefetch: 70000 is out of range (1-65535)"
+            ]
+        );
+        let (load, problems) = problems_of(
+            json!([amqp(
+                "a",
+                json!({"declareQueues": true, "connectTimeoutMilliseconds": 500})
+            )]),
+            &[],
+        );
+        assert_eq!(problems, Vec::<String>::new());
+        let ConnectionKind::Amqp(a) = &load.connections[0].kind else {
+            panic!("{:?}", load.connections);
+        };
+        assert!(a.declare_queues);
+        assert_eq!(a.connect_timeout, Duration::from_millis(500));
+    }
 }

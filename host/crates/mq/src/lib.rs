@@ -6,6 +6,7 @@
 //! - [`transport`]: the small broker interface (receive, settle, send).
 //! - [`runtime`]: receivers, the bounded hand-off, senders; matching, delays,
 //!   at-least-once settlement, reconnects, supervised tasks, draining on shutdown.
+//! - [`retry`]: back-off with jitter, and failures logged once then summarised.
 //! - [`incidents`]: what went wrong while serving (a task that panicked, an
 //!   unmatched queue that cannot be created), for `/__admin/problems`.
 //! - [`amqp`]: RabbitMQ and other AMQP 0-9-1 brokers, with `lapin`.
@@ -19,6 +20,7 @@ pub mod config;
 pub mod ibmmq;
 pub mod incidents;
 pub mod memory;
+pub mod retry;
 pub mod runtime;
 pub mod transport;
 

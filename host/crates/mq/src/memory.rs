@@ -37,6 +37,9 @@ pub struct MemoryBroker {
     pub panic_senders: AtomicUsize,
     /// `declare_queue` fails, as on a broker whose clients cannot create queues.
     pub refuse_declare: AtomicBool,
+    /// Opening a receiver never finishes, as a connect to a broker that accepts the
+    /// socket and never answers.
+    pub hang_receivers: AtomicBool,
 }
 
 /// Takes one from `n` when it is not zero: whether this call should misbehave.
@@ -88,6 +91,11 @@ impl MemoryBroker {
 
     pub fn settlements(&self) -> Vec<(String, bytes::Bytes, Settle)> {
         self.lock().settled.clone()
+    }
+
+    /// Makes `queue` exist again (as an operator creating it would).
+    pub fn add_queue(&self, queue: &str) {
+        self.lock().missing.remove(queue);
     }
 
     /// Makes `queue` not exist (until declared).
@@ -225,6 +233,15 @@ impl Broker for Shared {
         _index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
         Box::pin(async move {
+            if self.0.hang_receivers.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            if !from.topic && self.0.lock().missing.contains(&from.name) {
+                return Err(BrokerError::missing_queue(
+                    &from.name,
+                    format!("no queue {:?} (test)", from.name),
+                ));
+            }
             Ok(Box::new(MemoryReceiver {
                 broker: self.0.clone(),
                 queue: from.to_string(),

@@ -11,8 +11,10 @@
 //!
 //! Delivery is at-least-once: a request is acknowledged only after its reply was
 //! confirmed by the broker. A failed put puts the request back; a lost connection is
-//! re-established with backoff (1/10 s doubling to 5 s) and the broker redelivers what
-//! was not acknowledged. An unmatched message goes to the connection's unmatched
+//! re-established with backoff (1/10 s doubling to 5 s, with jitter) and the broker
+//! redelivers what was not acknowledged. Failures that go on are logged once and then
+//! summarised ([`Trouble`]); a request queue that does not exist is said once, with
+//! how to create it. An unmatched message goes to the connection's unmatched
 //! queue (through the same confirmed path; the queue is declared when the broker says
 //! it does not exist, and when it cannot be, the message goes back to its queue after
 //! a pause) or is rejected, never dropped.
@@ -39,6 +41,7 @@ use tokio::task::{JoinError, JoinHandle, JoinSet};
 
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
 use super::incidents::{Incidents, panic_message};
+use super::retry::{BACKOFF_MAX, BACKOFF_START, Backoff, Trouble};
 use super::transport::{Broker, Delivery, Destination, Message, Put, Sender, Settle};
 use decoy_core::metrics::{MappingStats, TransportMetrics};
 use decoy_core::webhooks::{Fired, WebhookSink};
@@ -50,9 +53,8 @@ const HANDOFF: usize = 256;
 /// lapin: 8 is several times the throughput of waiting for each confirm in turn,
 /// while 64 was slower than 8 (contention inside the client's confirm tracking).
 const IN_FLIGHT: usize = 8;
-const BACKOFF_START: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// How long shutdown waits for in-flight replies.
+/// How long shutdown waits for in-flight replies; past it, what is left is stopped
+/// (connects under way included) and the broker redelivers its requests.
 const DRAIN: Duration = Duration::from_secs(10);
 /// How long an unmatched message whose queue neither exists nor can be declared is
 /// held before it goes back to its queue (so it does not circle at full speed).
@@ -70,6 +72,8 @@ struct QueueService {
     /// Where mappings' webhooks go (`None`: they are not sent).
     webhooks: Option<Arc<dyn WebhookSink>>,
     incidents: Arc<Incidents>,
+    /// What keeps failing on the queue's connection (shared by its queues).
+    trouble: Arc<Trouble>,
 }
 
 /// Which task of a queue panicked.
@@ -242,6 +246,7 @@ impl MqRuntime {
         let mut receivers = Vec::new();
         let mut senders = Vec::new();
         for (conn, broker) in connections.iter().zip(brokers) {
+            let trouble = Arc::new(Trouble::new(&broker.describe(), &conn.id));
             // Group by queue, keeping file order; then best first: lowest priority
             // number, and among equals the mapping added last (as on the HTTP side).
             let mut queues: Vec<QueueService> = Vec::new();
@@ -255,6 +260,7 @@ impl MqRuntime {
                         metrics: metrics_for(conn),
                         webhooks: webhooks.clone(),
                         incidents: incidents.clone(),
+                        trouble: trouble.clone(),
                     }),
                 }
             }
@@ -308,19 +314,21 @@ impl MqRuntime {
         }
     }
 
-    /// Stops receiving, lets replies already on their way be sent (up to 10 s), and
-    /// returns. Unacknowledged requests are redelivered by the broker.
-    pub async fn shutdown(self) {
+    /// Stops receiving, lets replies already on their way be sent, and returns within
+    /// 10 s whatever the brokers do: what is still running then (a reply waiting for
+    /// a broker that does not answer, a connect) is stopped, and the broker redelivers
+    /// the requests that were not acknowledged.
+    pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
-        for r in self.receivers {
-            let _ = r.await;
-        }
         let drain = async {
-            for s in self.senders {
-                let _ = s.await;
+            for t in self.receivers.iter_mut().chain(self.senders.iter_mut()) {
+                let _ = t.await;
             }
         };
         if tokio::time::timeout(DRAIN, drain).await.is_err() {
+            for t in self.receivers.iter().chain(&self.senders) {
+                t.abort();
+            }
             tracing::warn!(
                 "MQ replies still pending after {DRAIN:?} were abandoned; the broker will redeliver their requests"
             );
@@ -372,27 +380,37 @@ async fn receive_loop(
     lanes: &[mpsc::Sender<Job>],
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut backoff = BACKOFF_START;
+    let mut backoff = Backoff::default();
     let mut turn = index;
+    let receiving = format!("receiving from {}", q.queue);
+    let missing = format!("queue {} missing", q.queue);
     'connect: loop {
         if *stop.borrow() {
             return;
         }
-        let mut rx = match broker.receiver(&q.queue, index).await {
+        // Stopping ends a connect under way too (dropping it closes its socket).
+        let opened = tokio::select! {
+            r = broker.receiver(&q.queue, index) => r,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let mut rx = match opened {
             Ok(r) => {
-                backoff = BACKOFF_START;
+                backoff.reset();
+                q.trouble.ok(&receiving);
+                q.trouble.ok(&missing);
                 r
             }
             Err(e) => {
-                tracing::warn!(
-                    "cannot receive from {} on {}: {e}; retrying in {backoff:?}",
-                    q.queue,
-                    broker.describe()
-                );
-                if sleep_or_stop(backoff, &mut stop).await {
+                match e.missing() {
+                    Some(name) => {
+                        let line = missing_queue_line(broker, q, name);
+                        q.trouble.failed(&missing, &e, Some(line));
+                    }
+                    None => q.trouble.failed(&receiving, &e, None),
+                }
+                if sleep_or_stop(backoff.next_pause(), &mut stop).await {
                     return;
                 }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
                 continue 'connect;
             }
         };
@@ -407,11 +425,7 @@ async fn receive_loop(
                 Err(e) => {
                     // The consumer is lost, not a message: what was delivered and
                     // not yet acknowledged goes back to the queue (at-least-once).
-                    tracing::warn!(
-                        "stopped receiving from {} on {}: {e}; reconnecting (unacknowledged messages stay on the queue)",
-                        q.queue,
-                        broker.describe()
-                    );
+                    q.trouble.failed(&receiving, &e, None);
                     continue 'connect;
                 }
             };
@@ -433,6 +447,25 @@ async fn receive_loop(
             }
         }
     }
+}
+
+/// The one line said when a queue mappings listen on does not exist: which queue,
+/// on which connection, for which mappings, and how to create it.
+fn missing_queue_line(broker: &dyn Broker, q: &QueueService, name: &str) -> String {
+    let mappings: Vec<String> = q.mappings.iter().map(|(m, _)| m.label()).collect();
+    let (noun, verb) = if mappings.len() == 1 {
+        ("mapping", "listens")
+    } else {
+        ("mappings", "listen")
+    };
+    format!(
+        "queue {name:?} does not exist on {} ({}): {noun} {} {verb} on it. To serve it, {}; \
+         decoy checks again every few seconds and starts receiving once it exists",
+        broker.describe(),
+        q.trouble.connection(),
+        mappings.join(", "),
+        broker.how_to_create(name)
+    )
 }
 
 /// What a received message gets, decided from the message alone.
@@ -578,7 +611,7 @@ async fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Insta
 /// confirms go on while the loop restarts.
 struct SendState {
     sender: Option<Arc<dyn Sender>>,
-    backoff: Duration,
+    backoff: Backoff,
     /// Set by a reply whose put failed: reconnect before the next one.
     broken: Arc<AtomicBool>,
     window: Arc<Semaphore>,
@@ -595,7 +628,7 @@ async fn supervise_sender(
 ) {
     let mut state = SendState {
         sender: None,
-        backoff: BACKOFF_START,
+        backoff: Backoff::default(),
         broken: Arc::new(AtomicBool::new(false)),
         window: Arc::new(Semaphore::new(IN_FLIGHT)),
         in_flight: JoinSet::new(),
@@ -645,17 +678,13 @@ async fn send_loop(
             }
             match broker.sender(index).await {
                 Ok(s) => {
-                    state.backoff = BACKOFF_START;
+                    state.backoff.reset();
+                    q.trouble.ok("sending");
                     state.sender = Some(Arc::from(s));
                 }
                 Err(e) => {
-                    tracing::warn!(
-                        "cannot send on {}: {e}; retrying in {:?}",
-                        broker.describe(),
-                        state.backoff
-                    );
-                    tokio::time::sleep(state.backoff).await;
-                    state.backoff = (state.backoff * 2).min(BACKOFF_MAX);
+                    q.trouble.failed("sending", &e, None);
+                    tokio::time::sleep(state.backoff.next_pause()).await;
                 }
             }
         };
@@ -1137,6 +1166,48 @@ mod tests {
             listed.len() == 1 && listed[0].contains("a sender of queue Q panicked (2 times"),
             "{listed:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_missing_request_queue_is_checked_again_and_served_once_it_exists() {
+        let broker = MemoryBroker::new();
+        broker.remove_queue("Q");
+        let (broker, rt, _, _) = start_with(
+            broker,
+            &[
+                json!({"request": {"destination": "Q"}, "response": {"text": "done"}, "receiveThreads": 4}),
+            ],
+            serde_json::Value::Null,
+            None,
+        );
+        broker.put("Q", request("work", "R"));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(broker.depth("Q"), 1, "not received while it is missing");
+        broker.add_queue("Q");
+        assert_eq!(
+            &broker.take("R").await.expect("served once it exists").body[..],
+            b"done"
+        );
+        rt.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_ends_within_its_drain_time_while_receivers_are_still_connecting() {
+        let broker = MemoryBroker::new();
+        broker.hang_receivers.store(true, Ordering::SeqCst);
+        let (_broker, rt, _, _) = start_with(
+            broker,
+            &[
+                json!({"request": {"destination": "Q"}, "response": {"text": "done"}, "receiveThreads": 20}),
+            ],
+            serde_json::Value::Null,
+            None,
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Virtual time: a shutdown that waited on the connects would pass the bound.
+        tokio::time::timeout(DRAIN * 2, rt.shutdown())
+            .await
+            .expect("shutdown returned");
     }
 
     #[tokio::test]

@@ -16,12 +16,33 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A broker failure: the connection dropped, a queue is missing, a put was refused.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct BrokerError(pub String);
+#[error("{message}")]
+pub struct BrokerError {
+    message: String,
+    /// The queue the broker says does not exist, when that is the failure: the
+    /// runtime then says so once, calmly, instead of logging every retry.
+    missing_queue: Option<String>,
+}
 
 impl BrokerError {
     pub fn new(s: impl Into<String>) -> Self {
-        BrokerError(s.into())
+        BrokerError {
+            message: s.into(),
+            missing_queue: None,
+        }
+    }
+
+    /// The broker says `queue` does not exist.
+    pub fn missing_queue(queue: impl Into<String>, s: impl Into<String>) -> Self {
+        BrokerError {
+            message: s.into(),
+            missing_queue: Some(queue.into()),
+        }
+    }
+
+    /// The queue that does not exist, when that is what failed.
+    pub fn missing(&self) -> Option<&str> {
+        self.missing_queue.as_deref()
     }
 }
 
@@ -149,6 +170,11 @@ pub trait Broker: Send + Sync {
         index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>>;
     fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>>;
+    /// How a user creates `queue` on this broker (for the message that says it is
+    /// missing): a command to run, or the setting that lets decoy declare it.
+    fn how_to_create(&self, queue: &str) -> String {
+        format!("define queue {queue:?} on the broker")
+    }
     /// Creates `queue`, durable, when it does not exist: for the unmatched queue,
     /// which is decoy's own, so an unmatched message is kept rather than returned.
     /// A broker whose clients cannot create queues (IBM MQ) says so.

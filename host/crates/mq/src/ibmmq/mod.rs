@@ -231,6 +231,14 @@ impl<L: MqLibrary> Broker for IbmMqBroker<L> {
         describe(&self.config)
     }
 
+    fn how_to_create(&self, queue: &str) -> String {
+        format!(
+            "define it on queue manager {} (for example `DEFINE QLOCAL('{queue}')` in runmqsc) \
+             and let the connection's user get from it",
+            self.config.queue_manager
+        )
+    }
+
     fn receiver<'a>(
         &'a self,
         from: &'a Destination,

@@ -195,7 +195,14 @@ impl<'c, L: MqLibrary> Reader<'c, L> {
                 constants::MQOO_INPUT_AS_Q_DEF | constants::MQOO_FAIL_IF_QUIESCING,
             ),
         )
-        .map_err(|e| mq_err(format!("cannot open {:?} for input", from.name), e))?
+        .map_err(|e| {
+            let what = format!("cannot open {:?} for input", from.name);
+            if unknown_destination(e.2) {
+                BrokerError::missing_queue(&from.name, format!("{what}: {e}"))
+            } else {
+                mq_err(what, e)
+            }
+        })?
         .discard_warning();
         Ok((object, None))
     }
