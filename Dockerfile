@@ -32,8 +32,9 @@ WORKDIR /home/wiremock
 USER 10001:10001
 EXPOSE 8080 8443
 
-# `decoy health` asks GET /__admin/health on the port the options name (8080 by
-# default; DECOY_HEALTH_PORT overrides).
+# `decoy health` asks GET /__admin/health on the port PID 1 (decoy serve) was given,
+# read from its command line and DECOY_OPTIONS / WIREMOCK_OPTIONS (8080 by default;
+# DECOY_HEALTH_PORT overrides).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
     CMD ["/usr/local/bin/decoy", "health", "--quiet"]
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The container image, end to end: builds it (container/build.sh), starts it with the
 # repo's example root (mappings/) mounted at /home/wiremock as a user of the
-# wiremock/wiremock image would, and checks answers, the health check, arguments after
-# the image name, options from DECOY_OPTIONS / WIREMOCK_OPTIONS, and that `stop`
+# wiremock/wiremock image would, and checks answers, the health check (also with the
+# port given after the image name), arguments after the image name, options from
+# DECOY_OPTIONS / WIREMOCK_OPTIONS, and that `stop`
 # (SIGTERM to PID 1) ends it with exit code 0.
 #
 # Uses docker when its daemon answers, else podman (as root, with the options a
@@ -114,6 +115,22 @@ names+=("$b")
   -e WIREMOCK_OPTIONS="--port 1 --verbose" "$tag" --port "$p2" --global-response-templating >/dev/null
 wait_up "$p2"
 ok "arguments after the image name win over WIREMOCK_OPTIONS (--port $p2, not 1)"
+# The HEALTHCHECK (`decoy health`, no port) reads PID 1's options: --port $p2, not the
+# 8080 default nor WIREMOCK_OPTIONS' 1.
+"${engine[@]}" exec "$b" /usr/local/bin/decoy health || fail "decoy health did not find --port $p2 given after the image name"
+ok "decoy health finds --port $p2 given after the image name"
+if [ "${engine[0]}" = podman ]; then
+  # No systemd here to run the health check on a timer: run it once, then read the status.
+  "${engine[@]}" healthcheck run "$b" || fail "podman healthcheck run failed with --port $p2"
+fi
+status=
+for _ in $(seq 1 60); do
+  status=$("${engine[@]}" inspect --format '{{.State.Health.Status}}' "$b" 2>/dev/null || true)
+  [ "$status" = healthy ] && break
+  sleep 1
+done
+[ "$status" = healthy ] || fail "with --port $p2 the container's health status is '$status', not healthy"
+ok "the container started with --port $p2 becomes healthy"
 curl -fsS -X POST "http://127.0.0.1:$p2/__admin/mappings" -H 'Content-Type: application/json' \
   -d '{"request": {"urlPath": "/tpl"}, "response": {"body": "path={{request.path}}"}}' >/dev/null
 body=$(curl -fsS "http://127.0.0.1:$p2/tpl")

@@ -324,10 +324,12 @@ impl Admin {
                     problems.extend(p);
                     warnings.extend(w);
                 }
+                // The shared state out of step (--state) heads the list.
+                let shared = self.store.replica_problem();
                 AdminReply::json(
                     200,
                     json!({
-                        "problems": problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+                        "problems": shared.into_iter().chain(problems.iter().map(|p| p.to_string())).collect::<Vec<_>>(),
                         "warnings": warnings.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
                     }),
                 )

@@ -9,12 +9,20 @@ pub const VARIABLES: [&str; 2] = ["WIREMOCK_OPTIONS", "DECOY_OPTIONS"];
 /// `argv` with the environment's options put right after `serve` (only for `serve`),
 /// and without empty arguments: Testcontainers' `WireMockContainer` passes its
 /// options as one string split on spaces, which starts with an empty one.
-pub fn with_env_options(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+pub fn with_env_options(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     if argv.get(1).and_then(|a| a.to_str()) != Some("serve") {
         return argv;
     }
+    with_options(argv, words_from_env())
+}
+
+/// `argv` (a `decoy serve` command line) with `words` put right after `serve`, and
+/// without empty arguments.
+pub fn with_options(
+    mut argv: Vec<std::ffi::OsString>,
+    words: Vec<String>,
+) -> Vec<std::ffi::OsString> {
     argv.retain(|a| !a.is_empty());
-    let words = words_from_env();
     if words.is_empty() {
         return argv;
     }
@@ -26,9 +34,14 @@ pub fn with_env_options(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsSt
 
 /// Every word of `WIREMOCK_OPTIONS` then `DECOY_OPTIONS`.
 pub fn words_from_env() -> Vec<String> {
+    words_from(|v| std::env::var(v).ok())
+}
+
+/// Every word of `WIREMOCK_OPTIONS` then `DECOY_OPTIONS`, as `var` gives them.
+pub fn words_from(var: impl Fn(&str) -> Option<String>) -> Vec<String> {
     VARIABLES
         .iter()
-        .filter_map(|v| std::env::var(v).ok())
+        .filter_map(|v| var(v))
         .flat_map(|s| split_words(&s))
         .collect()
 }

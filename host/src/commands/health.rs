@@ -3,23 +3,43 @@
 //! token in `DECOY_ADMIN_TOKEN`. It is the container image's `HEALTHCHECK` (a `FROM
 //! scratch` image has no curl), so it is plain blocking std networking: no runtime,
 //! no TLS, a bounded wait.
+//!
+//! Which port: `--port` when given; else the options of the `decoy serve` running as
+//! `--pid` (default 1, which it is in the image), read from `/proc/PID/cmdline` and
+//! the `DECOY_OPTIONS` / `WIREMOCK_OPTIONS` in `/proc/PID/environ` and parsed by
+//! `decoy serve`'s own parser, so `docker run IMAGE --port 9090` is probed on 9090
+//! however the options were spelled; else this command's own `DECOY_OPTIONS` /
+//! `WIREMOCK_OPTIONS`; else 8080. The command line rather than a file the server
+//! writes: it needs no writable folder (`--read-only` containers), cannot be stale,
+//! and is there before the server has finished starting.
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpStream, ToSocketAddrs as _};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, Parser as _};
 
 #[derive(Debug, Args)]
 pub struct HealthArgs {
-    /// Port of the admin API. Default: `--admin-port`, else `--port`, from
-    /// DECOY_OPTIONS / WIREMOCK_OPTIONS when they set one, else 8080.
+    /// Port of the admin API. Default: the one the `decoy serve` running as --pid
+    /// serves it on (--admin-port, else --port), else --admin-port or --port from
+    /// DECOY_OPTIONS / WIREMOCK_OPTIONS, else 8080.
     #[arg(long, value_name = "N", env = "DECOY_HEALTH_PORT")]
     port: Option<u16>,
-    /// Host to ask.
-    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
-    host: String,
+    /// Host to ask. Default: the server's --bind-address when it names one address,
+    /// else 127.0.0.1.
+    #[arg(long, value_name = "HOST")]
+    host: Option<String>,
+    /// Without --port: the process whose options name the port (a `decoy serve`,
+    /// directly or under an init such as tini). In the container image it is PID 1.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "PID",
+        env = "DECOY_HEALTH_PID"
+    )]
+    pid: u32,
     /// Give up after this many milliseconds.
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     timeout: u64,
@@ -28,15 +48,31 @@ pub struct HealthArgs {
     quiet: bool,
 }
 
+/// Where to ask, and how that was found (for the messages).
+#[derive(Debug)]
+struct Target {
+    host: String,
+    port: u16,
+    from: String,
+}
+
 pub fn run(args: HealthArgs) -> anyhow::Result<ExitCode> {
-    let port = args.port.unwrap_or_else(port_from_env_options);
+    let target = match target(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            if !args.quiet {
+                super::say::err(format_args!("unhealthy: {e}"));
+            }
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let Target { host, port, from } = &target;
     let timeout = Duration::from_millis(args.timeout.max(1));
-    match ask(&args.host, port, timeout) {
+    match ask(host, *port, timeout) {
         Ok(line) if line.split_whitespace().nth(1) == Some("200") => {
             if !args.quiet {
                 super::say::out(format_args!(
-                    "healthy: {}:{port} answered {line}",
-                    args.host
+                    "healthy: {host}:{port} ({from}) answered {line}"
                 ));
             }
             Ok(ExitCode::SUCCESS)
@@ -44,8 +80,7 @@ pub fn run(args: HealthArgs) -> anyhow::Result<ExitCode> {
         Ok(line) => {
             if !args.quiet {
                 super::say::err(format_args!(
-                    "unhealthy: {}:{port} answered {line:?} to GET /__admin/health{}",
-                    args.host,
+                    "unhealthy: {host}:{port} ({from}) answered {line:?} to GET /__admin/health{}",
                     if line.split_whitespace().nth(1) == Some("401") {
                         " (the admin API asks for a token: set DECOY_ADMIN_TOKEN)"
                     } else {
@@ -58,13 +93,126 @@ pub fn run(args: HealthArgs) -> anyhow::Result<ExitCode> {
         Err(e) => {
             if !args.quiet {
                 super::say::err(format_args!(
-                    "unhealthy: GET http://{}:{port}/__admin/health failed: {e}",
-                    args.host
+                    "unhealthy: GET http://{host}:{port}/__admin/health ({from}) failed: {e}"
                 ));
             }
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// The host and port to ask, by the rules of the module's doc.
+fn target(args: &HealthArgs) -> Result<Target, String> {
+    let host = |bind: Option<&str>| match (&args.host, bind) {
+        (Some(h), _) => h.clone(),
+        (None, Some("0.0.0.0" | "") | None) => "127.0.0.1".to_owned(),
+        (None, Some("::" | "[::]")) => "::1".to_owned(),
+        (None, Some(addr)) => addr
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+    };
+    if let Some(port) = args.port {
+        return Ok(Target {
+            host: host(None),
+            port,
+            from: "--port".into(),
+        });
+    }
+    let pid = args.pid;
+    match serve_options_of(pid) {
+        Some(Ok(l)) => {
+            let from = format!("the options of decoy serve, PID {pid}");
+            let port = match (l.admin_port, l.port) {
+                (Some(0), _) | (None, Some(0)) => {
+                    return Err(format!(
+                        "{from} give port 0 (a free port picked at start); run decoy health --port N with the port it printed"
+                    ));
+                }
+                (Some(p), _) | (None, Some(p)) => p,
+                (None, None) => {
+                    return Err(format!(
+                        "{from} serve HTTPS only (--disable-http) and decoy health speaks plain HTTP; give decoy serve --admin-port N"
+                    ));
+                }
+            };
+            Ok(Target {
+                host: host(Some(&l.bind_address)),
+                port,
+                from,
+            })
+        }
+        Some(Err(e)) => Err(format!(
+            "PID {pid} is decoy serve, but its options do not read back ({e}); run decoy health --port N"
+        )),
+        None => Ok(match port_from_env_options() {
+            Some(port) => Target {
+                host: host(None),
+                port,
+                from: "DECOY_OPTIONS / WIREMOCK_OPTIONS".into(),
+            },
+            None => Target {
+                host: host(None),
+                port: 8080,
+                from: "the default port".into(),
+            },
+        }),
+    }
+}
+
+/// Where the `decoy serve` running as `pid` listens: `None` when that process is not
+/// one (or its command line cannot be read), an error when its options do not parse.
+fn serve_options_of(pid: u32) -> Option<Result<super::serve::Listening, String>> {
+    let dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let cmdline = std::fs::read(dir.join("cmdline")).ok()?;
+    let words: Vec<String> = nul_separated(&cmdline);
+    // `decoy serve ...`, possibly after an init (`tini -- decoy serve ...`).
+    let start = words.windows(2).position(|w| {
+        let program = std::path::Path::new(&w[0])
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        program.starts_with("decoy") && w[1] == "serve"
+    })?;
+    // Its environment's options count as its own do (unreadable: none).
+    let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+    let vars = nul_separated(&environ);
+    let var = |name: &str| {
+        vars.iter()
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=').map(str::to_owned))
+    };
+    let argv = super::env_options::with_options(
+        words[start..].iter().map(Into::into).collect(),
+        super::env_options::words_from(var),
+    );
+    Some(match crate::Cli::try_parse_from(argv) {
+        Ok(crate::Cli {
+            command: crate::Command::Serve(serve),
+        }) => Ok(serve.listening()),
+        Ok(_) => Err("not a serve command".into()),
+        Err(e) => Err(e
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or("unreadable")
+            .trim_start_matches("error: ")
+            .to_owned()),
+    })
+}
+
+/// The words of a `/proc` file whose entries end with NUL.
+fn nul_separated(bytes: &[u8]) -> Vec<String> {
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    let mut words: Vec<String> = bytes
+        .split(|&b| b == 0)
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    if bytes.last() == Some(&0) {
+        words.pop();
+    }
+    words
 }
 
 /// Sends the request and returns the status line.
@@ -99,7 +247,7 @@ fn ask(host: &str, port: u16, timeout: Duration) -> std::io::Result<String> {
 }
 
 /// The admin port `decoy serve` gets from the environment's options, if they name one.
-fn port_from_env_options() -> u16 {
+fn port_from_env_options() -> Option<u16> {
     let words = super::env_options::words_from_env();
     let value_of = |flag: &str| {
         let mut found = None;
@@ -112,7 +260,19 @@ fn port_from_env_options() -> u16 {
         }
         found
     };
-    value_of("--admin-port")
-        .or_else(|| value_of("--port"))
-        .unwrap_or(8080)
+    value_of("--admin-port").or_else(|| value_of("--port"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proc_file_splits_on_its_nuls_keeping_empty_arguments() {
+        assert_eq!(
+            nul_separated(b"decoy\0serve\0\0--port\09090\0"),
+            ["decoy", "serve", "", "--port", "9090"]
+        );
+        assert!(nul_separated(b"").is_empty());
+    }
 }

@@ -104,6 +104,11 @@ pub struct ServeArgs {
     /// (default: refuse to start, with the reason).
     #[arg(long, requires = "state")]
     state_retry: bool,
+    /// With --state: the deployment these instances form. Instances share state only
+    /// with instances of the same name; every Redis key and channel starts with
+    /// `NAME:`, so several deployments can share one Redis.
+    #[arg(long, value_name = "NAME", env = "DECOY_STATE_NAME", default_value = decoy_state::DEFAULT_NAME, value_parser = state_name)]
+    state_name: String,
     /// WireMock's flag for per-stub templating, which decoy always does.
     #[arg(long, hide = true)]
     local_response_templating: bool,
@@ -279,6 +284,32 @@ fn admin_token(v: &str) -> Result<TokenArg, String> {
     Ok(TokenArg(
         (!v.is_empty()).then(|| decoy::admin::auth::AdminToken::new(v)),
     ))
+}
+
+/// Where a `decoy serve` listens, as its options say (for `decoy health`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listening {
+    pub bind_address: String,
+    /// `None` with `--disable-http`.
+    pub port: Option<u16>,
+    pub https_port: Option<u16>,
+    pub admin_port: Option<u16>,
+}
+
+impl ServeArgs {
+    pub fn listening(&self) -> Listening {
+        Listening {
+            bind_address: self.bind_address.clone(),
+            port: (!self.disable_http).then_some(self.port),
+            https_port: self.https_port,
+            admin_port: self.admin_port,
+        }
+    }
+}
+
+/// `--state-name`: checked before anything starts.
+fn state_name(v: &str) -> Result<String, String> {
+    decoy_state::check_name(v).map(|()| v.to_owned())
 }
 
 /// `--filename-template`: checked and compiled before anything starts, so a template
@@ -559,6 +590,7 @@ impl ServeArgs {
                 url,
                 timeout: std::time::Duration::from_millis(self.state_timeout),
                 retry: self.state_retry,
+                name: self.state_name,
             }),
             tls: tls::TlsSettings {
                 cert: None,

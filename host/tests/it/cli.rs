@@ -354,6 +354,100 @@ fn health_quiet_prints_nothing_when_unhealthy_either() {
     );
 }
 
+/// `decoy health` with no port, finding the one `pid` serves on; its exit code and
+/// output. DECOY_OPTIONS and friends are cleared so only the server's options count.
+fn health_of(pid: u32) -> (Option<i32>, String) {
+    let out = decoy()
+        .args(["health", "--pid", &pid.to_string()])
+        .env_remove("DECOY_OPTIONS")
+        .env_remove("WIREMOCK_OPTIONS")
+        .env_remove("DECOY_HEALTH_PORT")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// Starts `decoy serve` with `args` (and `env`) and waits for its ready line.
+fn serve_with(args: &[&str], env: &[(&str, &str)], root: &std::path::Path) -> std::process::Child {
+    let mut child = decoy()
+        .arg("serve")
+        .args(args)
+        .arg("--root-dir")
+        .arg(root)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let line = ready_line(&mut child);
+    assert!(line.contains("listening on"), "{line}");
+    child
+}
+
+#[test]
+fn health_without_a_port_finds_the_one_the_server_was_started_with() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    // As `docker run IMAGE --port N` starts it: the port as an argument.
+    let port = crate::common::free_port();
+    let mut child = serve_with(
+        &["--port", &port.to_string(), "--bind-address", "127.0.0.1"],
+        &[],
+        dir.path(),
+    );
+    let (code, out) = health_of(child.id());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with(&format!("healthy: 127.0.0.1:{port} ")),
+        "{out}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    // `--port=N` from the server's own DECOY_OPTIONS, with an --admin-port that wins.
+    let (port, admin) = (crate::common::free_port(), crate::common::free_port());
+    let options = format!("--port={port} --admin-port {admin}");
+    let mut child = serve_with(
+        &["--bind-address", "127.0.0.1"],
+        &[("DECOY_OPTIONS", &options)],
+        dir.path(),
+    );
+    let (code, out) = health_of(child.id());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with(&format!("healthy: 127.0.0.1:{admin} ")),
+        "{out}"
+    );
+    // An explicit --port still wins (here: the stub port, which has no admin API).
+    let out = decoy()
+        .args([
+            "health",
+            "--pid",
+            &child.id().to_string(),
+            "--port",
+            &port.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+    // A server on port 0 cannot be found from its options: said so, exit 1.
+    let mut child = serve_with(
+        &["--port", "0", "--bind-address", "127.0.0.1"],
+        &[],
+        dir.path(),
+    );
+    let (code, out) = health_of(child.id());
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("port 0"), "{out}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Starts `decoy ARGS --port 0 --bind-address 127.0.0.1`; returns the process, the
 /// port it chose and its ready line.
 fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::Child, u16, String) {

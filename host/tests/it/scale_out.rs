@@ -709,3 +709,376 @@ async fn a_hung_redis_makes_scenario_requests_answer_503_after_the_timeout_and_s
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Runs one Redis command over a fresh connection (RESP, as any client would) and
+/// returns the reply: a simple string, error (`-ERR ...`), integer or bulk string as
+/// text, nil as `(nil)`, an array as its items joined by newlines.
+fn redis_cmd(port: u16, args: &[&str]) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("redis answers");
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(req.as_bytes()).unwrap();
+    let mut r = BufReader::new(s);
+    fn reply(r: &mut impl BufRead) -> String {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let line = line.trim_end_matches("\r\n");
+        let (kind, rest) = line.split_at(1);
+        match kind {
+            "+" | ":" => rest.to_owned(),
+            "-" => format!("-{rest}"),
+            "$" if rest == "-1" => "(nil)".to_owned(),
+            "$" => {
+                let mut body = vec![0; rest.parse::<usize>().unwrap() + 2];
+                r.read_exact(&mut body).unwrap();
+                String::from_utf8_lossy(&body[..body.len() - 2]).into_owned()
+            }
+            "*" if rest == "-1" => "(nil)".to_owned(),
+            "*" => (0..rest.parse::<usize>().unwrap())
+                .map(|_| reply(r))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => panic!("unexpected reply {line:?}"),
+        }
+    }
+    reply(&mut r)
+}
+
+/// Polls `path` on `addr` until it answers `want`, for up to `secs`; returns the last body.
+async fn poll_for(c: &HttpClient, addr: SocketAddr, path: &str, want: &str, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let (_, body) = ok(c, addr, "GET", path, "").await;
+        if body == want || Instant::now() > deadline {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The number of journal entries for `url_path`, asked through `addr` (fan-in).
+async fn count(c: &HttpClient, addr: SocketAddr, url_path: &str) -> u64 {
+    let (status, body) = ok(
+        c,
+        addr,
+        "POST",
+        "/__admin/requests/count",
+        &json!({ "method": "GET", "urlPath": url_path }).to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["count"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no count in {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server and haproxy (Debian packages); tests/run.sh runs it"]
+async fn hostile_messages_on_the_shared_channels_neither_wipe_nor_fork_the_instances() {
+    let cluster = Cluster::start(&[("mappings/static.json", &stub("/static", "file"))]);
+    let c = client();
+    let (one, two, three) = (
+        cluster.instance(1),
+        cluster.instance(2),
+        cluster.instance(3),
+    );
+    let redis = |args: &[&str]| redis_cmd(cluster.redis_port, args);
+    let (status, body) = ok(&c, one, "POST", "/__admin/mappings", &stub("/kept", "kept")).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(poll(&c, three, "/kept", "kept").await, "kept");
+    ok(&c, one, "DELETE", "/__admin/requests", "").await;
+    for i in 1..=3 {
+        assert_eq!(
+            ok(&c, cluster.instance(i), "GET", "/journaled", "").await.0,
+            404
+        );
+    }
+    assert_eq!(count(&c, two, "/journaled").await, 3);
+
+    // The messages that wiped and forked every instance: a change numbered past
+    // anything stored, in the old format and in the current one.
+    let stranger = "6b2b7c1e-0000-4000-8000-0000000000ff";
+    let hostile_events = [
+        "18446744073709551615\nremove-all\n".to_owned(),
+        format!("decoy-state/1\ndecoy\n{stranger}\n18446744073709551615"),
+        format!("decoy-state/1\ndecoy\n{stranger}\n3\nremove-all"),
+        "x".repeat(100_000),
+    ];
+    for e in &hostile_events {
+        // Each reaches the three instances (the third check below: they heard it).
+        assert_eq!(redis(&["PUBLISH", "decoy:events", e]), "3");
+    }
+    // Journal queries replying into the stubs hash, or clearing with no asker waiting.
+    let reply = "decoy:reply:6b2b7c1e-0000-4000-8000-0000000000fe";
+    let hostile_queries = [
+        json!({ "reply": "decoy:stubs", "op": "collect" }),
+        json!({ "v": "decoy-state/1", "deployment": "decoy", "from": stranger, "reply": "decoy:stubs", "op": "collect" }),
+        json!({ "v": "decoy-state/1", "deployment": "decoy", "from": stranger, "reply": reply, "op": "clear" }),
+        json!({ "op": "clear" }),
+    ];
+    for q in &hostile_queries {
+        assert_eq!(redis(&["PUBLISH", "decoy:control", &q.to_string()]), "3");
+    }
+    // A real change made after them is heard after them, in order, by every instance:
+    // once instance 3 serves it, it has dealt with every message above.
+    let (status, body) = ok(
+        &c,
+        one,
+        "POST",
+        "/__admin/mappings",
+        &stub("/after", "after"),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(ok(&c, one, "GET", "/after", "").await.1, "after");
+    for i in 1..=3 {
+        let addr = cluster.instance(i);
+        assert_eq!(
+            poll(&c, addr, "/after", "after").await,
+            "after",
+            "instance {i}"
+        );
+        assert_eq!(
+            ok(&c, addr, "GET", "/kept", "").await.1,
+            "kept",
+            "instance {i}"
+        );
+        assert_eq!(
+            ok(&c, addr, "GET", "/static", "").await.1,
+            "file",
+            "instance {i}"
+        );
+    }
+    // The stubs hash is untouched and has no lifetime; no reply list was made.
+    assert_eq!(redis(&["TYPE", "decoy:stubs"]), "hash");
+    assert_eq!(redis(&["TTL", "decoy:stubs"]), "-1");
+    assert_eq!(redis(&["HLEN", "decoy:stubs"]), "2");
+    assert_eq!(redis(&["EXISTS", reply]), "0");
+    // Every journal still holds its request.
+    assert_eq!(count(&c, two, "/journaled").await, 3);
+    // Nothing out of step, nothing disconnected.
+    for i in 1..=3 {
+        let (_, problems) = ok(&c, cluster.instance(i), "GET", "/__admin/problems", "").await;
+        let problems: Value = serde_json::from_str(&problems).unwrap();
+        assert_eq!(problems["problems"], json!([]), "instance {i}");
+        let (_, metrics) = ok(&c, cluster.instance(i), "GET", "/__admin/metrics", "").await;
+        assert!(
+            metrics.contains("decoy_shared_state_connected 1"),
+            "instance {i}"
+        );
+    }
+    // And the journal's own queries still work: a clear through instance 3 clears all.
+    assert_eq!(
+        ok(&c, three, "DELETE", "/__admin/requests", "").await.0,
+        200
+    );
+    assert_eq!(count(&c, one, "/journaled").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package); tests/run.sh runs it"]
+async fn two_deployments_on_one_redis_never_see_each_others_stubs_or_requests() {
+    let root = crate::common::root(&[("mappings/static.json", &stub("/static", "file"))]);
+    let redis_port = free_port();
+    let _redis = redis_server(redis_port);
+    let url = format!("redis://127.0.0.1:{redis_port}/0");
+    let start = |name: &str| {
+        let (p, port) = decoy(root.path(), &["--state", &url, "--state-name", name]);
+        (p, SocketAddr::from(([127, 0, 0, 1], port)))
+    };
+    let ((_b1, blue1), (_b2, blue2)) = (start("blue"), start("blue"));
+    let (_g1, green) = start("green");
+    let c = client();
+    assert_eq!(
+        ok(
+            &c,
+            blue1,
+            "POST",
+            "/__admin/mappings",
+            &stub("/mine", "blue")
+        )
+        .await
+        .0,
+        201
+    );
+    assert_eq!(
+        ok(
+            &c,
+            green,
+            "POST",
+            "/__admin/mappings",
+            &stub("/mine", "green")
+        )
+        .await
+        .0,
+        201
+    );
+    // Shared within a deployment, not across.
+    assert_eq!(poll(&c, blue2, "/mine", "blue").await, "blue");
+    assert_eq!(ok(&c, green, "GET", "/mine", "").await.1, "green");
+    assert_eq!(ok(&c, blue1, "GET", "/mine", "").await.1, "blue");
+    assert_eq!(
+        ok(
+            &c,
+            blue1,
+            "POST",
+            "/__admin/mappings",
+            &stub("/blue-only", "b")
+        )
+        .await
+        .0,
+        201
+    );
+    assert_eq!(poll(&c, blue2, "/blue-only", "b").await, "b");
+    assert_eq!(ok(&c, green, "GET", "/blue-only", "").await.0, 404);
+    // A reset of one deployment leaves the other's stubs.
+    assert_eq!(
+        ok(&c, green, "POST", "/__admin/mappings/reset", "").await.0,
+        200
+    );
+    assert_eq!(ok(&c, green, "GET", "/mine", "").await.0, 404);
+    assert_eq!(ok(&c, blue2, "GET", "/mine", "").await.1, "blue");
+    // Journals: each deployment's queries fan in over its own instances only.
+    for _ in 0..2 {
+        ok(&c, blue1, "GET", "/counted", "").await;
+    }
+    ok(&c, green, "GET", "/counted", "").await;
+    assert_eq!(count(&c, blue2, "/counted").await, 2);
+    assert_eq!(count(&c, green, "/counted").await, 1);
+    assert_eq!(
+        ok(&c, green, "DELETE", "/__admin/requests", "").await.0,
+        200
+    );
+    assert_eq!(count(&c, blue2, "/counted").await, 2);
+    // Every key is under its deployment's name; none under the default one.
+    let keys = redis_cmd(redis_port, &["KEYS", "*"]);
+    assert!(keys.lines().any(|k| k == "blue:stubs"), "{keys}");
+    assert!(keys.lines().any(|k| k == "green:stubs:seq"), "{keys}");
+    assert!(
+        keys.lines()
+            .all(|k| k.starts_with("blue:") || k.starts_with("green:")),
+        "{keys}"
+    );
+    // A name that could reach into another deployment's keys is refused at start.
+    let out = Command::new(env!("CARGO_BIN_EXE_decoy"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--state",
+            &url,
+            "--state-name",
+            "blue:reply",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--state-name"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package); tests/run.sh runs it"]
+async fn an_instance_behind_the_stored_stubs_catches_up_and_one_cut_off_says_so() {
+    let root = crate::common::root(&[("mappings/static.json", &stub("/static", "file"))]);
+    let redis_port = free_port();
+    let mut redis = Some(redis_server(redis_port));
+    let url = format!("redis://127.0.0.1:{redis_port}/0");
+    let start = || {
+        let (p, port) = decoy(root.path(), &["--state", &url, "--state-timeout", "500"]);
+        (p, SocketAddr::from(([127, 0, 0, 1], port)))
+    };
+    let ((_d1, one), (_d2, two)) = (start(), start());
+    let c = client();
+    let r = |args: &[&str]| redis_cmd(redis_port, args);
+    assert_eq!(
+        ok(&c, one, "POST", "/__admin/mappings", &stub("/first", "1"))
+            .await
+            .0,
+        201
+    );
+    assert_eq!(poll(&c, two, "/first", "1").await, "1");
+    // A stub stored five changes on, the changes between missing from the log, and
+    // its announcement: both instances reread the whole list rather than skip it.
+    let seq: u64 = r(&["GET", "decoy:stubs:seq"]).parse().unwrap();
+    let stored = |seq: u64, path: &str, body: &str| {
+        let id = uuid_for(path);
+        let json =
+            json!({ "id": id, "request": { "urlPath": path }, "response": { "body": body } });
+        assert_eq!(
+            r(&["HSET", "decoy:stubs", &id, &format!("{seq}\n{json}")]),
+            "1"
+        );
+        assert_eq!(r(&["SET", "decoy:stubs:seq", &seq.to_string()]), "OK");
+    };
+    stored(seq + 5, "/gap", "gap");
+    let announcement = format!("decoy-state/1\ndecoy\n{}\n{}", uuid_for("someone"), seq + 5);
+    r(&["PUBLISH", "decoy:events", &announcement]);
+    for addr in [one, two] {
+        assert_eq!(poll(&c, addr, "/gap", "gap").await, "gap", "{addr}");
+        assert_eq!(ok(&c, addr, "GET", "/first", "").await.1, "1", "{addr}");
+    }
+    // One stored with no announcement at all is found by the periodic check.
+    stored(seq + 6, "/quiet", "quiet");
+    for addr in [one, two] {
+        assert_eq!(
+            poll_for(&c, addr, "/quiet", "quiet", 20).await,
+            "quiet",
+            "{addr}"
+        );
+    }
+    // Changes made through the API after that follow as usual.
+    assert_eq!(
+        ok(&c, two, "POST", "/__admin/mappings", &stub("/later", "l"))
+            .await
+            .0,
+        201
+    );
+    assert_eq!(poll(&c, one, "/later", "l").await, "l");
+    // Cut off from Redis, an instance says so: metrics, and a line in problems.
+    drop(redis.take());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, problems) = ok(&c, one, "GET", "/__admin/problems", "").await;
+        let (_, metrics) = ok(&c, one, "GET", "/__admin/metrics", "").await;
+        if problems.contains("shared state") && metrics.contains("decoy_shared_state_connected 0") {
+            assert!(problems.contains("not in step"), "{problems}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no problem listed: {problems}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        ok(&c, one, "POST", "/__admin/mappings", &stub("/x", "x"))
+            .await
+            .0,
+        503
+    );
+    // Back (empty), it rereads the list and the problem goes away.
+    redis = Some(redis_server(redis_port));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, problems) = ok(&c, one, "GET", "/__admin/problems", "").await;
+        let problems: Value = serde_json::from_str(&problems).unwrap();
+        if problems["problems"] == json!([]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still listed: {problems}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(ok(&c, one, "GET", "/gap", "").await.0, 404);
+    assert_eq!(ok(&c, one, "GET", "/static", "").await.1, "file");
+    drop(redis);
+}
+
+/// A stable stub id for a name.
+fn uuid_for(name: &str) -> String {
+    let mut hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    hex.truncate(12);
+    format!("6b2b7c1e-0000-4000-8000-{hex:0<12}")
+}

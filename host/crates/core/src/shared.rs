@@ -90,6 +90,11 @@ pub trait StubReplica: Send + Sync + std::fmt::Debug {
     fn remove_all(&self, ids: &[std::sync::Arc<str>]) -> Result<(), Unavailable>;
     /// Back to the files: every API stub, edit and removal forgotten.
     fn reset(&self) -> Result<(), Unavailable>;
+    /// Why this instance is not in step with the shared stubs, if it is not (listed
+    /// by `/__admin/problems`, so a degraded instance is never silently so).
+    fn problem(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The other instances' journals. Blocking: called by the journal on the admin API's

@@ -206,6 +206,11 @@ impl Store {
         let _ = self.replica.set(replica);
     }
 
+    /// Why the shared stubs are not in step here, if state is shared and they are not.
+    pub fn replica_problem(&self) -> Option<String> {
+        self.replica.get()?.problem()
+    }
+
     /// Hands a change to the replica, if there is one: `None` when there is none (the
     /// caller applies it here), else whether it succeeded. The replica applies it
     /// here itself, through [`Store::apply_replicated`], in the order the shared

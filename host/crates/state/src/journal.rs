@@ -12,6 +12,13 @@
 //! as many replies as Redis says it delivered the query to (bounded by the timeout;
 //! an instance that does not answer makes the query a 503, never a silently partial
 //! count). An instance that stopped takes its journal with it.
+//!
+//! A query names its reply key, which must be one of this deployment's reply keys,
+//! and is acted on (entries collected, removed or cleared) only while the asker's
+//! "open" key for that reply exists: a query replayed later, or published by a stray
+//! client that did not also open a reply, changes nothing. The reply is pushed by a
+//! script that stops at the first failed step, so a reply key that holds something
+//! else is never given a lifetime.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,33 +36,58 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::SharedState;
+use crate::wire::{self, Op, Query};
 
-/// A fan-in query: who asks, where to reply, what to do.
-fn query(from: &str, reply: &str, op: &str, ids: &[uuid::Uuid]) -> String {
-    json!({
-        "from": from,
-        "reply": reply,
-        "op": op,
-        "ids": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(),
-    })
-    .to_string()
-}
+/// KEYS: the reply list, its "open" key. ARGV: the reply, the list's lifetime in
+/// seconds. Pushes the reply only while the query is open and only onto a list (or
+/// nothing): a failed step ends the script, so nothing after it runs.
+const REPLY: &str = r#"
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  return 0
+end
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'none' and t ~= 'list' then
+  return redis.error_reply('the reply key holds a ' .. t)
+end
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"#;
+
+static REPLY_SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(REPLY));
 
 impl SharedState {
     /// Publishes a query and gathers one reply per instance that received it
     /// (`instance id`, body), this instance's own included.
     async fn fan_in(
         &self,
-        op: &str,
+        op: Op,
         ids: &[uuid::Uuid],
     ) -> Result<Vec<(String, Vec<u8>)>, Unavailable> {
         self.require_subscribed()?;
         let id = uuid::Uuid::new_v4();
         let reply = self.keys.reply(&id);
-        let message = query(&self.instance, &reply, op, ids);
+        let open = self.keys.reply_open(&id);
+        let message = wire::query(&self.keys, &self.instance, &id, op, ids);
         // The connection that waits is opened before the query goes out.
         let mut waiter = self.dedicated().await?;
+        // The query is open (instances act on it) while this key lives: a query
+        // replayed later, or published by anything but an instance, finds none.
+        let lifetime = (self.timeout * 2).max(Duration::from_secs(1));
         let channel = self.keys.control.clone();
+        let opened = open.clone();
+        // Two calls, not a pipeline: no query goes out unless it was opened.
+        self.call(|mut c| async move {
+            redis::cmd("SET")
+                .arg(opened)
+                .arg(1)
+                .arg("PX")
+                .arg(lifetime.as_millis() as u64)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await?;
         let receivers: usize = self
             .call(|mut c| async move {
                 redis::cmd("PUBLISH")
@@ -83,11 +115,16 @@ impl SharedState {
                 None => break,
             }
         }
-        let _: Result<(), _> = redis::cmd("DEL").arg(&reply).query_async(&mut waiter).await;
+        let _: Result<(), _> = redis::cmd("DEL")
+            .arg(&reply)
+            .arg(&open)
+            .query_async(&mut waiter)
+            .await;
         if replies.len() < receivers {
             return Err(Unavailable(format!(
-                "{} of {receivers} instance(s) answered the journal {op} within {:?}",
+                "{} of {receivers} instance(s) answered the journal {} within {:?}",
                 replies.len(),
+                op.name(),
                 self.timeout
             )));
         }
@@ -103,60 +140,56 @@ impl SharedState {
             .collect())
     }
 
-    /// Answers a query another instance (or this one) published.
-    pub(crate) async fn answer(&self, message: &str) {
-        let Ok(q) = serde_json::from_str::<Value>(message) else {
-            tracing::warn!("shared state: unreadable journal query ignored");
-            return;
-        };
-        let (Some(reply), Some(op)) = (
-            q.get("reply").and_then(Value::as_str),
-            q.get("op").and_then(Value::as_str),
-        ) else {
-            return;
-        };
+    /// Answers a query another instance (or this one) published, checked by
+    /// [`wire::parse_query`]: only while the asker waits for it.
+    pub(crate) async fn answer(&self, q: Query) {
         let Some(journal) = self.journal.get().cloned() else {
             return;
         };
-        let ids: Vec<uuid::Uuid> = q
-            .get("ids")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().and_then(|s| uuid::Uuid::parse_str(s).ok()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let op = op.to_owned();
-        let body = tokio::task::spawn_blocking(move || match op.as_str() {
-            "collect" => encode_all(&journal.local_entries()),
-            "remove" => {
+        let (reply, open) = (self.keys.reply(&q.id), self.keys.reply_open(&q.id));
+        let key = open.clone();
+        let waiting: Result<bool, Unavailable> = self
+            .call(|mut c| async move { redis::cmd("EXISTS").arg(key).query_async(&mut c).await })
+            .await;
+        match waiting {
+            Ok(true) => {}
+            Ok(false) => {
+                self.ignored.warn(format_args!(
+                    "a journal {} from {} ignored: nobody waits for its reply (a replayed or stray query)",
+                    q.op.name(),
+                    q.from
+                ));
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("shared state: could not answer a journal query: {e}");
+                return;
+            }
+        }
+        let Query { op, ids, .. } = q;
+        let body = tokio::task::spawn_blocking(move || match op {
+            Op::Collect => encode_all(&journal.local_entries()),
+            Op::Remove => {
                 journal.remove_here(&ids);
                 b"ok".to_vec()
             }
-            "clear" => {
+            Op::Clear => {
                 journal.clear_here();
                 b"ok".to_vec()
             }
-            _ => b"unknown".to_vec(),
         })
         .await
         .unwrap_or_default();
         let mut payload = format!("{}\n", self.instance).into_bytes();
         payload.extend_from_slice(&body);
-        let reply = reply.to_owned();
-        let pushed = self
+        let pushed: Result<i64, Unavailable> = self
             .call(|mut c| async move {
-                redis::pipe()
-                    .cmd("RPUSH")
-                    .arg(&reply)
+                REPLY_SCRIPT
+                    .key(reply)
+                    .key(open)
                     .arg(payload)
-                    .ignore()
-                    .cmd("EXPIRE")
-                    .arg(&reply)
                     .arg(60)
-                    .ignore()
-                    .query_async::<()>(&mut c)
+                    .invoke_async(&mut c)
                     .await
             })
             .await;
@@ -181,7 +214,7 @@ impl SharedState {
 
 impl JournalPeers for SharedState {
     fn collect(&self) -> Result<Vec<ServeEvent>, Unavailable> {
-        let replies = self.block_on(self.fan_in("collect", &[]))?;
+        let replies = self.block_on(self.fan_in(Op::Collect, &[]))?;
         let mut events = Vec::new();
         for (instance, body) in replies {
             if instance == self.instance {
@@ -198,11 +231,11 @@ impl JournalPeers for SharedState {
     }
 
     fn remove(&self, ids: &[uuid::Uuid]) -> Result<(), Unavailable> {
-        self.block_on(self.fan_in("remove", ids)).map(drop)
+        self.block_on(self.fan_in(Op::Remove, ids)).map(drop)
     }
 
     fn clear(&self) -> Result<(), Unavailable> {
-        self.block_on(self.fan_in("clear", &[])).map(drop)
+        self.block_on(self.fan_in(Op::Clear, &[])).map(drop)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Plugins' `kv` stores shared by every instance: one Redis hash per plugin
-//! (`decoy:kv:<plugin>`), so a counter a plugin increments through one instance is
-//! the one it reads through another. `increment` is Redis's HINCRBY, atomic across
+//! (`<deployment>:kv:<plugin>`, `decoy:kv:<plugin>` by default), so a counter a
+//! plugin increments through one instance is the one it reads through another. `increment` is Redis's HINCRBY, atomic across
 //! instances. A call is bounded by `--state-timeout`; a failure is what the plugin
 //! sees (or, where the WIT has no error, logged and counted).
 
