@@ -714,7 +714,7 @@ async fn a_hung_redis_makes_scenario_requests_answer_503_after_the_timeout_and_s
 /// returns the reply: a simple string, error (`-ERR ...`), integer or bulk string as
 /// text, nil as `(nil)`, an array as its items joined by newlines.
 fn redis_cmd(port: u16, args: &[&str]) -> String {
-    use std::io::{Read as _, Write as _};
+    use std::io::Write as _;
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("redis answers");
     let mut req = format!("*{}\r\n", args.len());
     for a in args {
@@ -722,7 +722,7 @@ fn redis_cmd(port: u16, args: &[&str]) -> String {
     }
     s.write_all(req.as_bytes()).unwrap();
     let mut r = BufReader::new(s);
-    fn reply(r: &mut impl BufRead) -> String {
+    fn reply(r: &mut impl std::io::BufRead) -> String {
         let mut line = String::new();
         r.read_line(&mut line).unwrap();
         let line = line.trim_end_matches("\r\n");
@@ -776,25 +776,28 @@ async fn count(c: &HttpClient, addr: SocketAddr, url_path: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server and haproxy (Debian packages); tests/run.sh runs it"]
+#[ignore = "needs redis-server (Debian package); tests/run.sh runs it"]
 async fn hostile_messages_on_the_shared_channels_neither_wipe_nor_fork_the_instances() {
-    let cluster = Cluster::start(&[("mappings/static.json", &stub("/static", "file"))]);
+    let root = crate::common::root(&[("mappings/static.json", &stub("/static", "file"))]);
+    let redis_port = free_port();
+    let _redis = redis_server(redis_port);
+    let url = format!("redis://127.0.0.1:{redis_port}/0");
+    let decoys: Vec<(Proc, SocketAddr)> = (0..3)
+        .map(|_| {
+            let (p, port) = decoy(root.path(), &["--state", &url, "--state-timeout", "500"]);
+            (p, SocketAddr::from(([127, 0, 0, 1], port)))
+        })
+        .collect();
+    let instance = |i: usize| decoys[i - 1].1;
     let c = client();
-    let (one, two, three) = (
-        cluster.instance(1),
-        cluster.instance(2),
-        cluster.instance(3),
-    );
-    let redis = |args: &[&str]| redis_cmd(cluster.redis_port, args);
+    let (one, two, three) = (instance(1), instance(2), instance(3));
+    let redis = |args: &[&str]| redis_cmd(redis_port, args);
     let (status, body) = ok(&c, one, "POST", "/__admin/mappings", &stub("/kept", "kept")).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(poll(&c, three, "/kept", "kept").await, "kept");
     ok(&c, one, "DELETE", "/__admin/requests", "").await;
     for i in 1..=3 {
-        assert_eq!(
-            ok(&c, cluster.instance(i), "GET", "/journaled", "").await.0,
-            404
-        );
+        assert_eq!(ok(&c, instance(i), "GET", "/journaled", "").await.0, 404);
     }
     assert_eq!(count(&c, two, "/journaled").await, 3);
 
@@ -835,7 +838,7 @@ async fn hostile_messages_on_the_shared_channels_neither_wipe_nor_fork_the_insta
     assert_eq!(status, 201, "{body}");
     assert_eq!(ok(&c, one, "GET", "/after", "").await.1, "after");
     for i in 1..=3 {
-        let addr = cluster.instance(i);
+        let addr = instance(i);
         assert_eq!(
             poll(&c, addr, "/after", "after").await,
             "after",
@@ -861,10 +864,10 @@ async fn hostile_messages_on_the_shared_channels_neither_wipe_nor_fork_the_insta
     assert_eq!(count(&c, two, "/journaled").await, 3);
     // Nothing out of step, nothing disconnected.
     for i in 1..=3 {
-        let (_, problems) = ok(&c, cluster.instance(i), "GET", "/__admin/problems", "").await;
+        let (_, problems) = ok(&c, instance(i), "GET", "/__admin/problems", "").await;
         let problems: Value = serde_json::from_str(&problems).unwrap();
         assert_eq!(problems["problems"], json!([]), "instance {i}");
-        let (_, metrics) = ok(&c, cluster.instance(i), "GET", "/__admin/metrics", "").await;
+        let (_, metrics) = ok(&c, instance(i), "GET", "/__admin/metrics", "").await;
         assert!(
             metrics.contains("decoy_shared_state_connected 1"),
             "instance {i}"
