@@ -2,7 +2,7 @@
 //! answers 200, 1 otherwise. A server started with `--admin-token` is asked with the
 //! token in `DECOY_ADMIN_TOKEN`. It is the container image's `HEALTHCHECK` (a `FROM
 //! scratch` image has no curl), so it is plain blocking std networking: no runtime,
-//! no TLS, a bounded wait.
+//! a bounded wait, and TLS (rustls) only for a server that serves HTTPS alone.
 //!
 //! Which port: `--port` when given; else the options of the `decoy serve` running as
 //! `--pid` (default 1, which it is in the image), read from `/proc/PID/cmdline` and
@@ -13,9 +13,10 @@
 //! writes: it needs no writable folder (`--read-only` containers), cannot be stale,
 //! and is there before the server has finished starting.
 
-use std::io::{Read as _, Write as _};
+use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs as _};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser as _};
@@ -23,7 +24,8 @@ use clap::{Args, Parser as _};
 #[derive(Debug, Args)]
 pub struct HealthArgs {
     /// Port of the admin API. Default: the one the `decoy serve` running as --pid
-    /// serves it on (--admin-port, else --port), else --admin-port or --port from
+    /// serves it on (--admin-port, else --port, else with --disable-http its
+    /// --https-port, asked over TLS), else --admin-port or --port from
     /// DECOY_OPTIONS / WIREMOCK_OPTIONS, else 8080.
     #[arg(long, value_name = "N", env = "DECOY_HEALTH_PORT")]
     port: Option<u16>,
@@ -53,6 +55,8 @@ pub struct HealthArgs {
 struct Target {
     host: String,
     port: u16,
+    /// Ask over HTTPS (a server started with `--disable-http` and no `--admin-port`).
+    tls: bool,
     from: String,
 }
 
@@ -66,9 +70,14 @@ pub fn run(args: HealthArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    let Target { host, port, from } = &target;
+    let Target {
+        host,
+        port,
+        tls,
+        from,
+    } = &target;
     let timeout = Duration::from_millis(args.timeout.max(1));
-    match ask(host, *port, timeout) {
+    match ask(host, *port, *tls, timeout) {
         Ok(line) if line.split_whitespace().nth(1) == Some("200") => {
             if !args.quiet {
                 super::say::out(format_args!(
@@ -93,7 +102,8 @@ pub fn run(args: HealthArgs) -> anyhow::Result<ExitCode> {
         Err(e) => {
             if !args.quiet {
                 super::say::err(format_args!(
-                    "unhealthy: GET http://{host}:{port}/__admin/health ({from}) failed: {e}"
+                    "unhealthy: GET {}://{host}:{port}/__admin/health ({from}) failed: {e}",
+                    if *tls { "https" } else { "http" }
                 ));
             }
             Ok(ExitCode::from(1))
@@ -116,6 +126,7 @@ fn target(args: &HealthArgs) -> Result<Target, String> {
         return Ok(Target {
             host: host(None),
             port,
+            tls: false,
             from: "--port".into(),
         });
     }
@@ -123,22 +134,25 @@ fn target(args: &HealthArgs) -> Result<Target, String> {
     match serve_options_of(pid) {
         Some(Ok(l)) => {
             let from = format!("the options of decoy serve, PID {pid}");
-            let port = match (l.admin_port, l.port) {
-                (Some(0), _) | (None, Some(0)) => {
-                    return Err(format!(
-                        "{from} give port 0 (a free port picked at start); run decoy health --port N with the port it printed"
-                    ));
-                }
-                (Some(p), _) | (None, Some(p)) => p,
-                (None, None) => {
-                    return Err(format!(
-                        "{from} serve HTTPS only (--disable-http) and decoy health speaks plain HTTP; give decoy serve --admin-port N"
-                    ));
+            // The admin API: on --admin-port alone when given, else under /__admin on
+            // the HTTP port, else (--disable-http) on the HTTPS one.
+            let (port, tls) = match (l.admin_port, l.port, l.https_port) {
+                (Some(p), _, _) => (p, false),
+                (None, Some(p), _) => (p, false),
+                (None, None, Some(p)) => (p, true),
+                (None, None, None) => {
+                    return Err(format!("{from} name no port to ask"));
                 }
             };
+            if port == 0 {
+                return Err(format!(
+                    "{from} give port 0 (a free port picked at start); run decoy health --port N with the port it printed"
+                ));
+            }
             Ok(Target {
                 host: host(Some(&l.bind_address)),
                 port,
+                tls,
                 from,
             })
         }
@@ -149,11 +163,13 @@ fn target(args: &HealthArgs) -> Result<Target, String> {
             Some(port) => Target {
                 host: host(None),
                 port,
+                tls: false,
                 from: "DECOY_OPTIONS / WIREMOCK_OPTIONS".into(),
             },
             None => Target {
                 host: host(None),
                 port: 8080,
+                tls: false,
                 from: "the default port".into(),
             },
         }),
@@ -216,11 +232,11 @@ fn nul_separated(bytes: &[u8]) -> Vec<String> {
 }
 
 /// Sends the request and returns the status line.
-fn ask(host: &str, port: u16, timeout: Duration) -> std::io::Result<String> {
+fn ask(host: &str, port: u16, tls: bool, timeout: Duration) -> std::io::Result<String> {
     let addr = (host, port).to_socket_addrs()?.next().ok_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::NotFound, "no address for the host")
     })?;
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    let stream = TcpStream::connect_timeout(&addr, timeout)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
     let mut request =
@@ -232,7 +248,21 @@ fn ask(host: &str, port: u16, timeout: Duration) -> std::io::Result<String> {
         request.push_str(&format!("Authorization: Bearer {token}\r\n"));
     }
     request.push_str("\r\n");
+    if tls {
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+            .map_err(std::io::Error::other)?;
+        let conn = rustls::ClientConnection::new(any_certificate()?, name)
+            .map_err(std::io::Error::other)?;
+        status_line(rustls::StreamOwned::new(conn, stream), &request)
+    } else {
+        status_line(stream, &request)
+    }
+}
+
+/// Writes `request` and reads the answer's first line.
+fn status_line(mut stream: impl Read + Write, request: &str) -> std::io::Result<String> {
     stream.write_all(request.as_bytes())?;
+    stream.flush()?;
     let mut head = Vec::new();
     let mut buf = [0u8; 256];
     while !head.contains(&b'\n') && head.len() < 4096 {
@@ -244,6 +274,68 @@ fn ask(host: &str, port: u16, timeout: Duration) -> std::io::Result<String> {
     }
     let text = String::from_utf8_lossy(&head);
     Ok(text.lines().next().unwrap_or("").trim().to_owned())
+}
+
+/// A TLS client that takes any certificate: the health check asks its own server
+/// (usually on loopback, often with a self-signed certificate) whether it answers,
+/// not who it is. Signatures are still checked, so the handshake is a real one.
+fn any_certificate() -> std::io::Result<Arc<rustls::ClientConfig>> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(std::io::Error::other)?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// The admin port `decoy serve` gets from the environment's options, if they name one.

@@ -435,6 +435,27 @@ fn health_without_a_port_finds_the_one_the_server_was_started_with() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let _ = child.kill();
     let _ = child.wait();
+    // HTTPS only: asked over TLS on the HTTPS port (its self-signed certificate).
+    let https = crate::common::free_port();
+    let mut child = serve_with(
+        &[
+            "--disable-http",
+            "--https-port",
+            &https.to_string(),
+            "--bind-address",
+            "127.0.0.1",
+        ],
+        &[],
+        dir.path(),
+    );
+    let (code, out) = health_of(child.id());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with(&format!("healthy: 127.0.0.1:{https} ")),
+        "{out}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
     // A server on port 0 cannot be found from its options: said so, exit 1.
     let mut child = serve_with(
         &["--port", "0", "--bind-address", "127.0.0.1"],
