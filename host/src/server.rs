@@ -184,12 +184,25 @@ impl Running {
     }
 
     /// Resolves when every listener has stopped (after a shutdown signal) and the
-    /// MQ side has sent the replies it had in flight.
+    /// MQ side has sent the replies it had in flight. The two drain at once, so
+    /// stopping takes the longer of their drains (5 s, 10 s), not their sum.
     pub async fn wait(self) {
-        for t in self.tasks {
-            let _ = t.await;
+        let mut stopped = self.stop.subscribe();
+        let listeners = async {
+            for t in self.tasks {
+                let _ = t.await;
+            }
+        };
+        tokio::pin!(listeners);
+        let listeners_ended = tokio::select! {
+            _ = &mut listeners => true,
+            _ = stopped.wait_for(|s| *s) => false,
+        };
+        if listeners_ended {
+            self.mq.shutdown().await;
+        } else {
+            tokio::join!(listeners, self.mq.shutdown());
         }
-        self.mq.shutdown().await;
     }
 
     pub fn stopper(&self) -> watch::Sender<bool> {

@@ -227,7 +227,7 @@ fn sigterm_stops_decoy_while_its_receivers_wait_on_connects_that_never_finish() 
     }
     assert!(silent.count() > 0, "decoy never connected");
     sigterm(&child);
-    // Generous: its drain timeout is 10 s, and the HTTP side has 5 s of its own.
+    // Generous: the MQ side drains for up to 10 s (the HTTP side, 5 s, at the same time).
     let status = exit_within(&mut child, Duration::from_secs(40));
     let log = stderr.lock().unwrap().clone();
     let status = status.unwrap_or_else(|| panic!("decoy still running 40 s after SIGTERM\n{log}"));
