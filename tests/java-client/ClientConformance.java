@@ -75,6 +75,8 @@ public class ClientConformance {
   static final UUID IMP3 = id(10);
   static final UUID SAVED = id(11);
   static final UUID TRANSIENT = id(12);
+  static final UUID TIE_BROAD = id(13);
+  static final UUID TIE_EXACT = id(14);
   static final UUID UNKNOWN = UUID.fromString("99999999-9999-9999-9999-999999999999");
 
   static UUID id(int n) {
@@ -306,6 +308,25 @@ public class ClientConformance {
         () -> nearMisses(wm.findAllNearMissesFor(postRequestedFor(urlEqualTo("/api/pos")))));
     check("findUnmatchedStubs (Admin)", null,
         () -> listing(admin.findUnmatchedStubs().getMappings()));
+    // Two stubs of one priority both match: the serve event of a tie must still be
+    // read by the client (decoy names the other stub in a sub-event). The step
+    // removes its stubs and events, so the steps after it see the journal as it was.
+    check("serve events after a tie of two stubs (getAllServeEvents, getServedStub)",
+        "[GET /tie/x 200 matched stub=" + TIE_EXACT + "] [GET /tie/x 200 matched stub="
+            + TIE_EXACT + "] removed=1", () -> {
+          try {
+            stubFor(get(urlPathMatching("/tie/.*")).withId(TIE_BROAD).willReturn(ok("broad")));
+            stubFor(get(urlPathEqualTo("/tie/x")).withId(TIE_EXACT).willReturn(ok("exact")));
+            call("GET", "/tie/x");
+            List<ServeEvent> ties = getAllServeEvents(ServeEventQuery.forStubMapping(TIE_EXACT));
+            ServeEvent one = admin.getServedStub(ties.get(0).getId()).getItem();
+            return events(ties) + " " + events(List.of(one)) + " removed="
+                + removeServeEvents(getRequestedFor(urlPathMatching("/tie/.*"))).size();
+          } finally {
+            removeStub(TIE_BROAD);
+            removeStub(TIE_EXACT);
+          }
+        });
   }
 
   // ------------------------------------------------- metadata, removing events and stubs

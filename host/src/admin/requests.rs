@@ -278,29 +278,53 @@ fn near_misses_for(
         .collect()
 }
 
-/// A journal entry as WireMock writes it, plus decoy's `tiedWith` when other stubs
-/// of the winner's priority also match the request: the answer then depends on
-/// which stub was read or added last (for files, the directory's listing order,
-/// which differs between file systems). Computed now, against the current stubs.
+/// A journal entry as WireMock writes it. When other stubs of the winner's priority
+/// also match the request, the answer depended on which stub was read or added last
+/// (for files, the directory's listing order, which differs between file systems):
+/// a `TIE` sub-event names them. A sub-event, because `subEvents` is part of
+/// WireMock's own `ServeEvent` (a type, a time offset and free-form data), and
+/// WireMock's Java client reads serve events strictly: a field its model lacks makes
+/// `getServeEvents()` throw. Computed now, against the current stubs.
 pub(super) fn serve_event(engine: &Engine, e: &ServeEvent) -> Value {
     let mut out = json::serve_event(e);
     if let Some(winner) = &e.mapping {
         let tied = engine.also_matching(&e.request, winner);
-        if !tied.is_empty() {
-            out["tiedWith"] = tied
-                .iter()
-                .map(|m| {
-                    let mut t = json!({ "id": &*m.id });
-                    if let Some(name) = &m.name {
-                        t["name"] = json!(&**name);
-                    }
-                    if let Some(src) = &m.source {
-                        t["file"] = json!(src.file.to_string_lossy());
-                    }
-                    t
-                })
-                .collect();
+        if !tied.is_empty()
+            && let Some(subs) = out["subEvents"].as_array_mut()
+        {
+            subs.push(tie_sub_event(winner, &tied));
         }
     }
     out
+}
+
+/// The `TIE` sub-event: the stubs that also matched, with their `id`, `name` and
+/// `file`, and a sentence saying what that means.
+fn tie_sub_event(winner: &Mapping, tied: &[Arc<Mapping>]) -> Value {
+    let stubs: Vec<Value> = tied
+        .iter()
+        .map(|m| {
+            let mut t = json!({ "id": &*m.id });
+            if let Some(name) = &m.name {
+                t["name"] = json!(&**name);
+            }
+            if let Some(src) = &m.source {
+                t["file"] = json!(src.file.to_string_lossy());
+            }
+            t
+        })
+        .collect();
+    json!({
+        "type": "TIE",
+        "timeOffsetNanos": 0,
+        "data": {
+            "message": format!(
+                "{} other stub(s) of priority {} also match this request; the one read or \
+                 added last answered (for files, the directory's listing order decides)",
+                stubs.len(),
+                winner.priority
+            ),
+            "tiedWith": stubs,
+        },
+    })
 }

@@ -315,7 +315,43 @@ async fn the_journal_names_the_stubs_a_tie_was_decided_against() {
             .unwrap_or_else(|| panic!("{url} in {journal}"))
     };
     let tie = by_url("/tie/x");
-    let losers = tie["tiedWith"].as_array().expect("tiedWith on a tie");
+    // Only fields of WireMock's own ServeEvent: the tie is a sub-event.
+    let fields: Vec<&str> = tie
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    for field in &fields {
+        assert!(
+            [
+                "id",
+                "request",
+                "responseDefinition",
+                "response",
+                "wasMatched",
+                "timing",
+                "subEvents",
+                "stubMapping"
+            ]
+            .contains(field),
+            "{field} is not in WireMock's ServeEvent: {tie}"
+        );
+    }
+    let subs = tie["subEvents"].as_array().unwrap();
+    assert_eq!(subs.len(), 1, "{tie}");
+    assert_eq!(subs[0]["type"], "TIE", "{tie}");
+    assert!(subs[0]["timeOffsetNanos"].is_u64(), "{tie}");
+    assert!(
+        subs[0]["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("also match"),
+        "{tie}"
+    );
+    let losers = subs[0]["data"]["tiedWith"]
+        .as_array()
+        .expect("tiedWith in the TIE sub-event");
     assert_eq!(losers.len(), 1, "{tie}");
     let loser_file = losers[0]["file"].as_str().unwrap();
     let winner_body = tied.body.as_str();
@@ -326,9 +362,19 @@ async fn the_journal_names_the_stubs_a_tie_was_decided_against() {
         "a.json"
     };
     assert!(loser_file.ends_with(expected_loser), "{tie}");
-    assert!(
-        by_url("/alone").get("tiedWith").is_none(),
+    assert_eq!(
+        by_url("/alone")["subEvents"],
+        serde_json::json!([]),
         "a lower priority stub is no tie"
     );
+    // The same sub-event when the entry is read by its id.
+    let id = tie["id"].as_str().unwrap();
+    let one: serde_json::Value = serde_json::from_str(
+        &get(server.http_addr, &format!("/__admin/requests/{id}"))
+            .await
+            .body,
+    )
+    .unwrap();
+    assert_eq!(one["subEvents"], tie["subEvents"], "{one}");
     server.shutdown().await;
 }
