@@ -223,6 +223,42 @@ async fn save_writes_api_mappings_as_files_that_are_not_loaded_twice() {
     server.shutdown().await;
 }
 
+/// WireMock's `resetToDefaultMappings`: every stub goes, then the files are read
+/// again. JUnit's usual setup is an empty root with stubs posted per test.
+#[tokio::test]
+async fn a_reset_drops_api_stubs_whether_the_root_has_no_stub_file_or_one() {
+    let file = stub("/a", "file");
+    for files in [&[][..], &[("mappings/a.json", file.as_str())][..]] {
+        let dir = crate::common::root(files);
+        let server = crate::common::serve(dir.path()).await;
+        let addr = server.http_addr;
+        for (url, body) in [("/api/1", "one"), ("/api/2", "two")] {
+            let (status, _) = admin(
+                addr,
+                "POST",
+                "/mappings",
+                json!({"request": {"url": url}, "response": {"body": body}}),
+            )
+            .await;
+            assert_eq!(status, 201);
+        }
+        assert_eq!(get(addr, "/api/1").await.body, "one");
+        assert_eq!(
+            admin(addr, "POST", "/mappings/reset", Value::Null).await.0,
+            200
+        );
+        let case = format!("{} stub file(s)", files.len());
+        assert_eq!(get(addr, "/api/1").await.status, 404, "{case}");
+        assert_eq!(get(addr, "/api/2").await.status, 404, "{case}");
+        let (_, list) = admin(addr, "GET", "/mappings", Value::Null).await;
+        assert_eq!(list["meta"]["total"], files.len(), "{case}: {list}");
+        if !files.is_empty() {
+            assert_eq!(get(addr, "/a").await.body, "file", "{case}");
+        }
+        server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn api_mappings_are_validated_with_the_same_messages_as_files() {
     let bad =

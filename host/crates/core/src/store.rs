@@ -361,20 +361,25 @@ impl Store {
     /// was renamed, or the watcher lost events). Files whose content is unchanged are
     /// not parsed again, unless `force` (their body files may have changed).
     pub fn rescan(&self, force: bool) -> Counts {
-        let files = load::mapping_files(&self.root).unwrap_or_default();
         let mut st = self.lock();
+        if self.rescan_into(&mut st, force) {
+            self.publish(&mut st)
+        } else {
+            counts(&st)
+        }
+    }
+
+    /// Brings `st.files` in line with the disk; returns whether anything changed.
+    fn rescan_into(&self, st: &mut State, force: bool) -> bool {
+        let files = load::mapping_files(&self.root).unwrap_or_default();
         let present: HashSet<&std::ffi::OsStr> = files.iter().map(|f| f.as_os_str()).collect();
         let before = st.files.len();
         st.files.retain(|f, _| present.contains(f.0.as_os_str()));
         let mut changed = st.files.len() != before;
         for rel in &files {
-            changed |= self.refresh_file(&mut st, rel, force);
+            changed |= self.refresh_file(st, rel, force);
         }
-        if changed {
-            self.publish(&mut st)
-        } else {
-            counts(&st)
-        }
+        changed
     }
 
     /// Re-reads the given mapping files (relative to the root) and publishes.
@@ -430,8 +435,13 @@ impl Store {
                 warnings: loaded.warnings,
             }
         } else {
+            let kept = if previous.is_some() {
+                "the last good version of the file stays live"
+            } else {
+                "a new file: its valid stubs are served, the others skipped"
+            };
             for p in &loaded.problems {
-                tracing::warn!("{p} (the last good version of the file stays live)");
+                tracing::warn!("{p} ({kept})");
             }
             FileState {
                 added,
@@ -792,17 +802,18 @@ impl Store {
         self.reset_here()
     }
 
+    /// Under one lock, and always published: the API stubs it drops must go even when
+    /// the disk has no file to re-read (an empty root, JUnit's usual case).
     fn reset_here(&self) -> Counts {
-        {
-            let mut st = self.lock();
-            st.api.clear();
-            st.overrides.clear();
-            st.api_warnings.clear();
-            st.deleted.clear();
-            st.files.clear();
-            st.api_files.clear();
-        }
-        self.reload_all()
+        let mut st = self.lock();
+        st.api.clear();
+        st.overrides.clear();
+        st.api_warnings.clear();
+        st.deleted.clear();
+        st.files.clear();
+        st.api_files.clear();
+        self.rescan_into(&mut st, true);
+        self.publish(&mut st)
     }
 
     /// WireMock's save: every stub becomes persistent (`"persistent": true`) and is
