@@ -390,7 +390,7 @@ impl Admin {
             }
         }
         if let Some(d) = s.get("delayDistribution").filter(|d| !d.is_null()) {
-            match decoy_core::mapping::parse_distribution(d, "delayDistribution") {
+            match decoy_spec::plan::parse_distribution(d, "delayDistribution") {
                 Ok(dist) => new.delay_distribution = Some(dist),
                 Err(e) => return AdminReply::json(422, json::errors(&[e])),
             }

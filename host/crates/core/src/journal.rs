@@ -32,7 +32,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
 use crate::mapping::Mapping;
-use crate::shared::{self, JournalPeers};
+use crate::shared::{self, Unavailable};
 use decoy_spec::header_case::HeaderCase;
 use decoy_spec::request::RequestSnapshot;
 
@@ -44,6 +44,17 @@ pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 /// What an entry costs besides its URL, headers and bodies (the event, the `Arc`,
 /// the header map's tables), roughly.
 const ENTRY_OVERHEAD: usize = 512;
+
+/// The other instances' journals. Blocking: called by the journal on the admin API's
+/// threads.
+pub trait JournalPeers: Send + Sync + std::fmt::Debug {
+    /// Every entry the other instances hold.
+    fn collect(&self) -> Result<Vec<ServeEvent>, Unavailable>;
+    /// Drops these entries wherever they are.
+    fn remove(&self, ids: &[uuid::Uuid]) -> Result<(), Unavailable>;
+    /// Empties every other instance's journal.
+    fn clear(&self) -> Result<(), Unavailable>;
+}
 
 /// How much the journal keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,9 @@
 //! Without `--state` none of this is used: scenario states live in the engine's own
 //! map, API stubs in the store, the journal in its ring, and the request path pays
 //! nothing new (each is an enum or an empty `OnceLock` checked where it was already
-//! touched). With it, a crate above this one (`decoy-state`, Redis) implements the
-//! three traits below and the engine, store and journal call them:
+//! touched). With it, a crate above this one (`decoy-state`, Redis) implements three
+//! traits (two here, the journal's in [`crate::journal`]) and the engine, store and
+//! journal call them:
 //!
 //! - [`SharedScenarios`]: scenario states, with the check-and-move of a state done
 //!   atomically in the shared store (so of two instances racing from `Started`, one
@@ -12,8 +13,9 @@
 //! - [`StubReplica`]: stubs created, edited or removed through the admin API, written
 //!   to the shared store, announced, and applied by every instance (this one too)
 //!   through [`crate::store::Store::apply_replicated`] in the store's order;
-//! - [`JournalPeers`]: the other instances' journals, fetched when the admin API
-//!   queries the journal (fan-in), and told to clear or drop entries.
+//! - [`crate::journal::JournalPeers`]: the other instances' journals, fetched when
+//!   the admin API queries the journal (fan-in), and told to clear or drop entries
+//!   (beside the journal it serves).
 //!
 //! A shared-state call that fails (the store is down or too slow) never changes local
 //! state on its own: it is noted with [`note_failure`], counted, and the admin API
@@ -25,7 +27,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::journal::ServeEvent;
 use crate::mapping::Mapping;
 
 /// A boxed future, as the traits below return (this crate has no async runtime).
@@ -95,17 +96,6 @@ pub trait StubReplica: Send + Sync + std::fmt::Debug {
     fn problem(&self) -> Option<String> {
         None
     }
-}
-
-/// The other instances' journals. Blocking: called by the journal on the admin API's
-/// threads.
-pub trait JournalPeers: Send + Sync + std::fmt::Debug {
-    /// Every entry the other instances hold.
-    fn collect(&self) -> Result<Vec<ServeEvent>, Unavailable>;
-    /// Drops these entries wherever they are.
-    fn remove(&self, ids: &[uuid::Uuid]) -> Result<(), Unavailable>;
-    /// Empties every other instance's journal.
-    fn clear(&self) -> Result<(), Unavailable>;
 }
 
 thread_local! {

@@ -339,7 +339,7 @@ fn webhook_from(
     let delay = match p.field("delay") {
         None | Some(Value::Null) => None,
         Some(d @ Value::Object(_)) => {
-            match crate::mapping::parse_distribution(d, &join(at, "delay")) {
+            match decoy_spec::plan::parse_distribution(d, &join(at, "delay")) {
                 Ok(d) => Some(d),
                 Err(e) => {
                     broken.push(e);

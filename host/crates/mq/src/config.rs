@@ -19,13 +19,14 @@ use serde_json::{Map, Value};
 
 pub use super::transport::Destination;
 use decoy_core::mapping::load::{Problem, StubRef, json_files, load_stub_file};
-use decoy_core::mapping::{DEFAULT_PRIORITY, parse_body_field, parse_distribution};
+use decoy_core::mapping::{DEFAULT_PRIORITY, parse_body_field};
 use decoy_matching::pattern::StringPattern;
 use decoy_spec::fields::{
     FieldError, FieldResult, as_bool, as_i64, as_object, as_str, as_u64, join, kind, show,
     warn_unknown,
 };
 use decoy_spec::plan::DelayDistribution;
+use decoy_spec::plan::parse_distribution;
 
 /// Files read, in the order tried: decoy's name, then Traffic Parrot's.
 pub const CONNECTION_FILES: [&str; 2] = ["mq-connections.json", "ibm-mq-connections.json"];

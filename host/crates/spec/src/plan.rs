@@ -11,6 +11,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 use rand_distr::Distribution;
+use serde_json::Value;
+
+use crate::fields::{
+    FieldError, FieldResult, Fields as _, as_f64, as_object, as_str, as_u64, join,
+};
 
 /// The longest delay decoy waits before answering (one hour). Every sampled delay is
 /// capped here, and so is the total of a mapping's fixed delay, its distribution and
@@ -104,6 +109,55 @@ impl DelayDistribution {
         };
         capped_millis(ms)
     }
+}
+
+/// Reads a `delayDistribution` object: a stub's, a webhook's, an MQ reply's, or the
+/// global delay setting's. The error names the field under `path` and the reason.
+pub fn parse_distribution(v: &Value, path: &str) -> FieldResult<DelayDistribution> {
+    let o = as_object(v, path)?;
+    let ty = as_str(
+        o.field("type").ok_or_else(|| {
+            FieldError::new(path, "missing \"type\" (lognormal, uniform or fixed)")
+        })?,
+        &join(path, "type"),
+    )?;
+    let num = |k: &str| {
+        o.field(k)
+            .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
+            .and_then(|v| as_f64(v, &join(path, k)))
+    };
+    let int = |k: &str| {
+        o.field(k)
+            .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
+            .and_then(|v| as_u64(v, &join(path, k)))
+    };
+    let dist = match ty {
+        "lognormal" => {
+            let median = num("median")?;
+            let sigma = num("sigma")?;
+            let max = match o.field("maxValue") {
+                Some(m) => Some(as_f64(m, &join(path, "maxValue"))?),
+                None => None,
+            };
+            DelayDistribution::LogNormal { median, sigma, max }
+        }
+        "uniform" => DelayDistribution::Uniform {
+            lower: int("lower")?,
+            upper: int("upper")?,
+        },
+        "fixed" => DelayDistribution::Fixed {
+            milliseconds: int("milliseconds")?,
+        },
+        other => {
+            return Err(FieldError::new(
+                join(path, "type"),
+                format!("unknown distribution {other:?}; expected lognormal, uniform or fixed"),
+            ));
+        }
+    };
+    dist.validate()
+        .map_err(|(field, reason)| FieldError::new(join(path, field), reason))?;
+    Ok(dist)
 }
 
 /// `ms` milliseconds as a `Duration` within `0..=MAX_DELAY`; NaN and infinity (a
@@ -213,6 +267,37 @@ pub fn text_plan(status: u16, body: String) -> ResponsePlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn delay_distributions_are_validated() {
+        let e = parse_distribution(&json!({"type": "lognormal", "median": 80}), "d").unwrap_err();
+        assert!(e.reason.contains("sigma"));
+        let e = parse_distribution(&json!({"type": "gamma"}), "d").unwrap_err();
+        assert_eq!(e.path, "d.type");
+        let e = parse_distribution(
+            &json!({"type": "lognormal", "median": 80, "sigma": 1000}),
+            "d",
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "d.sigma");
+        let e = parse_distribution(
+            &json!({"type": "lognormal", "median": 1e300, "sigma": 0.1}),
+            "d",
+        )
+        .unwrap_err();
+        assert_eq!(e.path, "d.median");
+        assert!(e.reason.contains("delay limit"), "{}", e.reason);
+        let e = parse_distribution(&json!({"type": "uniform", "lower": 9, "upper": 5}), "d")
+            .unwrap_err();
+        assert_eq!(e.path, "d.lower");
+        let e = parse_distribution(&json!({"type": "gamma"}), "d").unwrap_err();
+        assert_eq!(e.path, "d.type");
+        assert_eq!(
+            parse_distribution(&json!({"type": "uniform", "lower": 1, "upper": 5}), "d").unwrap(),
+            DelayDistribution::Uniform { lower: 1, upper: 5 }
+        );
+    }
 
     #[test]
     fn lognormal_delays_respect_the_cap_and_centre_on_the_median() {

@@ -18,11 +18,11 @@ use serde_json::{Map, Value};
 use decoy_matching::custom::CustomMatchers;
 use decoy_matching::request_pattern::RequestPattern;
 use decoy_spec::fields::{
-    FieldError, FieldResult, Fields, as_array, as_f64, as_i64, as_object, as_str, as_u64, join,
-    kind, warn_unknown,
+    FieldError, FieldResult, Fields, as_array, as_i64, as_object, as_str, as_u64, join, kind,
+    warn_unknown,
 };
 use decoy_spec::header_case::HeaderCase;
-use decoy_spec::plan::{ChunkedDribble, DelayDistribution, Fault, ProxySpec};
+use decoy_spec::plan::{ChunkedDribble, DelayDistribution, Fault, ProxySpec, parse_distribution};
 
 /// WireMock's default priority.
 pub const DEFAULT_PRIORITY: i64 = 5;
@@ -747,54 +747,6 @@ fn parse_delays(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult<
     Ok(())
 }
 
-/// Reads a `delayDistribution` object (also used for the global delay setting).
-pub fn parse_distribution(v: &Value, path: &str) -> FieldResult<DelayDistribution> {
-    let o = as_object(v, path)?;
-    let ty = as_str(
-        o.field("type").ok_or_else(|| {
-            FieldError::new(path, "missing \"type\" (lognormal, uniform or fixed)")
-        })?,
-        &join(path, "type"),
-    )?;
-    let num = |k: &str| {
-        o.field(k)
-            .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
-            .and_then(|v| as_f64(v, &join(path, k)))
-    };
-    let int = |k: &str| {
-        o.field(k)
-            .ok_or_else(|| FieldError::new(path, format!("a {ty} distribution needs \"{k}\"")))
-            .and_then(|v| as_u64(v, &join(path, k)))
-    };
-    let dist = match ty {
-        "lognormal" => {
-            let median = num("median")?;
-            let sigma = num("sigma")?;
-            let max = match o.field("maxValue") {
-                Some(m) => Some(as_f64(m, &join(path, "maxValue"))?),
-                None => None,
-            };
-            DelayDistribution::LogNormal { median, sigma, max }
-        }
-        "uniform" => DelayDistribution::Uniform {
-            lower: int("lower")?,
-            upper: int("upper")?,
-        },
-        "fixed" => DelayDistribution::Fixed {
-            milliseconds: int("milliseconds")?,
-        },
-        other => {
-            return Err(FieldError::new(
-                join(path, "type"),
-                format!("unknown distribution {other:?}; expected lognormal, uniform or fixed"),
-            ));
-        }
-    };
-    dist.validate()
-        .map_err(|(field, reason)| FieldError::new(join(path, field), reason))?;
-    Ok(dist)
-}
-
 /// A file holds one stub, or `{"mappings": [...]}`.
 pub fn stubs_in_file(v: &Value) -> FieldResult<Vec<&Value>> {
     match v.field("mappings") {
@@ -891,36 +843,6 @@ mod tests {
             resolve_body_file(dir.path(), "missing.txt")
                 .unwrap_err()
                 .contains("not found")
-        );
-    }
-
-    #[test]
-    fn delay_distributions_are_validated() {
-        let e = parse_distribution(&json!({"type": "lognormal", "median": 80}), "d").unwrap_err();
-        assert!(e.reason.contains("sigma"));
-        let e = parse_distribution(&json!({"type": "gamma"}), "d").unwrap_err();
-        assert_eq!(e.path, "d.type");
-        let e = parse_distribution(
-            &json!({"type": "lognormal", "median": 80, "sigma": 1000}),
-            "d",
-        )
-        .unwrap_err();
-        assert_eq!(e.path, "d.sigma");
-        let e = parse_distribution(
-            &json!({"type": "lognormal", "median": 1e300, "sigma": 0.1}),
-            "d",
-        )
-        .unwrap_err();
-        assert_eq!(e.path, "d.median");
-        assert!(e.reason.contains("delay limit"), "{}", e.reason);
-        let e = parse_distribution(&json!({"type": "uniform", "lower": 9, "upper": 5}), "d")
-            .unwrap_err();
-        assert_eq!(e.path, "d.lower");
-        let e = parse_distribution(&json!({"type": "gamma"}), "d").unwrap_err();
-        assert_eq!(e.path, "d.type");
-        assert_eq!(
-            parse_distribution(&json!({"type": "uniform", "lower": 1, "upper": 5}), "d").unwrap(),
-            DelayDistribution::Uniform { lower: 1, upper: 5 }
         );
     }
 }
