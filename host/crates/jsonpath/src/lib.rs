@@ -1,11 +1,20 @@
-//! Jayway JSONPath's regex operator, rewritten into RFC 9535.
+//! Jayway JSONPath's filter operators that RFC 9535 lacks, rewritten into RFC 9535.
 //!
-//! WireMock evaluates JSONPath with Jayway, whose filters accept
-//! `@.query =~ /.*CVE-.*/i`; decoy evaluates it with `serde_json_path`, which follows
-//! RFC 9535 and has no `=~`, only the functions `match()` (the whole value) and
-//! `search()` (anywhere in it). Both the request matchers (`matchesJsonPath`) and the
-//! `response-template` plugin's `jsonPath` helper read users' Jayway paths, so the
-//! rewrite lives here, once: [`rewrite_regex_operator`] turns `LEFT =~ /RE/FLAGS`
+//! WireMock evaluates JSONPath with Jayway; decoy evaluates it with
+//! `serde_json_path`, which follows RFC 9535. Both the request matchers
+//! (`matchesJsonPath`) and the `response-template` plugin's `jsonPath` helper read
+//! users' Jayway paths, so the rewrite lives here, once: [`rewrite`] turns the word
+//! operators into function calls, then the regex operator into `match()`.
+//!
+//! **Word operators** (`LEFT op RIGHT`, the operator between spaces, any case):
+//! `in`, `nin`, `subsetof`, `anyof`, `noneof`, `size` and `empty`, as in
+//! `$[?(@.personal_code in ["7007496", "4927250"])]` or `$[?(@.tags size 2)]`. Each
+//! becomes a call to a function extension registered by [`functions`] (which says
+//! how Jayway evaluates them), with the operator's name, each side as a query or as
+//! the JSON text of a literal (Jayway's permissive literals, `['S', M]`, read here),
+//! and whether Jayway reads a query as one value or as a list.
+//!
+//! **The regex operator**: [`rewrite_regex_operator`] turns `LEFT =~ /RE/FLAGS`
 //! (or `/RE/FLAGS =~ RIGHT`) into `match(LEFT, 'RE')`, because Jayway's
 //! `PatternMatchEvaluator` asks for a full match (`Matcher.matches()`).
 //!
@@ -22,13 +31,18 @@
 //! - Not reproduced: Jayway matches a number or a boolean by its text (`@.id =~ /4.*/`
 //!   for `"id": 42`); `match()` is true for strings only.
 //!
-//! Quoted names and string literals are copied untouched, so `'a =~ /b/'` in a
-//! string stays a string. The regexes are returned too, so a caller can check each
-//! with the engine that will run it (the `regex` crate, without look-around or
-//! back-references) and refuse a path whose regex would silently never match.
+//! Quoted names and string literals are copied untouched, so `'a =~ /b/'` or
+//! `'x in y'` in a string stays a string. The regexes are returned too, so a caller
+//! can check each with the engine that will run it (the `regex` crate, without
+//! look-around or back-references) and refuse a path whose regex would silently
+//! never match.
 //!
-//! It has no dependencies, so it builds for the host and for `wasm32-wasip2` alike.
-//! May depend on: nothing.
+//! It builds for the host and for `wasm32-wasip2` alike; the function extensions are
+//! registered when the crate is linked (`serde_json_path`'s registry), so a program
+//! that calls [`rewrite`] can parse what it returns.
+//! May depend on: `serde_json`, `serde_json_path` (and its macros). Nothing of decoy's.
+
+pub mod functions;
 
 /// A path with every `=~` rewritten, and the regexes it now hands to `match()`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +64,414 @@ impl std::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// Every Jayway operator rewritten: the word operators, then `=~` (see the module
+/// documentation). A path with neither is returned as it is.
+pub fn rewrite(expr: &str) -> Result<Rewritten, Error> {
+    let words = rewrite_word_operators(expr)?;
+    rewrite_regex_operator(&words)
+}
+
+/// Jayway's word operators, lower case, as the functions receive them.
+const WORD_OPERATORS: [&str; 7] = ["in", "nin", "subsetof", "anyof", "noneof", "size", "empty"];
+
+/// Rewrites every word operator of a Jayway path into a function call (see
+/// [`functions`]). A path without one is returned as it is.
+pub fn rewrite_word_operators(expr: &str) -> Result<String, Error> {
+    if !expr.contains(char::is_whitespace) {
+        return Ok(expr.to_owned());
+    }
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = String::with_capacity(expr.len() + 32);
+    let mut start = 0usize;
+    let mut levels: Vec<usize> = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\'' | '"' => {
+                let end = string_end(&chars, i);
+                out.extend(&chars[i..end]);
+                i = end;
+                continue;
+            }
+            '/' => {
+                // A regex literal (of `=~`): copied as it is, flags included.
+                let end = regex_end(&chars, i);
+                out.extend(&chars[i..end]);
+                i = end;
+                continue;
+            }
+            '(' | '[' => {
+                out.push(c);
+                levels.push(start);
+                start = out.len();
+            }
+            ')' | ']' => {
+                out.push(c);
+                start = levels.pop().unwrap_or(0);
+            }
+            '?' | '!' | '=' | '<' | '>' | '~' | '&' | '|' | ',' => {
+                out.push(c);
+                start = out.len();
+            }
+            c if c.is_whitespace() => {
+                if let Some((op, after)) = word_operator(&chars, i)
+                    && !out[start..].trim().is_empty()
+                {
+                    let left = out[start..].trim().to_owned();
+                    let lead = out[start..].len() - out[start..].trim_start().len();
+                    let (right, next) = right_operand(&chars, after, expr, op)?;
+                    let call = operator_call(op, &left, &right, expr)?;
+                    out.truncate(start + lead);
+                    out.push_str(&call);
+                    i = next;
+                    continue;
+                }
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// The word operator that the whitespace at `at` begins (`" in "`), with the index
+/// after the whitespace that follows it.
+fn word_operator(chars: &[char], at: usize) -> Option<(&'static str, usize)> {
+    let mut i = at;
+    while chars.get(i).is_some_and(|c| c.is_whitespace()) {
+        i += 1;
+    }
+    let begin = i;
+    while chars.get(i).is_some_and(|c| c.is_ascii_alphabetic()) {
+        i += 1;
+    }
+    if i == begin || !chars.get(i).is_some_and(|c| c.is_whitespace()) {
+        return None;
+    }
+    let word: String = chars[begin..i]
+        .iter()
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let op = WORD_OPERATORS.into_iter().find(|o| *o == word)?;
+    while chars.get(i).is_some_and(|c| c.is_whitespace()) {
+        i += 1;
+    }
+    Some((op, i))
+}
+
+/// One side of a word operator: a query (its text) or a literal (its JSON value).
+enum Operand {
+    Query(String),
+    Literal(serde_json::Value),
+}
+
+/// Reads the right side starting at `at`: a JSON literal (`[...]`, `{...}`), a
+/// string, a query, or a bare literal (`3`, `true`); returns it and the index after.
+fn right_operand(
+    chars: &[char],
+    at: usize,
+    expr: &str,
+    op: &str,
+) -> Result<(Operand, usize), Error> {
+    let missing = || Error(format!("`{op}` has nothing on its right in {expr:?}"));
+    let first = *chars.get(at).ok_or_else(missing)?;
+    let mut i = at;
+    match first {
+        '[' | '{' => {
+            let mut depth = 0usize;
+            while i < chars.len() {
+                match chars[i] {
+                    '\'' | '"' => {
+                        i = string_end(chars, i);
+                        continue;
+                    }
+                    '[' | '{' => depth += 1,
+                    ']' | '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            i += 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            if depth != 0 {
+                return Err(Error(format!(
+                    "the list on the right of `{op}` is not closed in {expr:?}"
+                )));
+            }
+        }
+        '\'' | '"' => i = string_end(chars, i),
+        '@' | '$' => {
+            let mut depth = 0usize;
+            while i < chars.len() {
+                match chars[i] {
+                    '\'' | '"' => {
+                        i = string_end(chars, i);
+                        continue;
+                    }
+                    '[' | '(' => depth += 1,
+                    ']' | ')' if depth == 0 => break,
+                    ']' | ')' => depth -= 1,
+                    c if depth == 0 && (c.is_whitespace() || "&|,".contains(c)) => break,
+                    _ => {}
+                }
+                i += 1;
+            }
+            let text: String = chars[at..i].iter().collect();
+            return Ok((Operand::Query(text), i));
+        }
+        ')' | ']' | '&' | '|' => return Err(missing()),
+        _ => {
+            while i < chars.len() && !chars[i].is_whitespace() && !")]&|,".contains(chars[i]) {
+                i += 1;
+            }
+        }
+    }
+    let text: String = chars[at..i].iter().collect();
+    let value = permissive(&text).map_err(|e| {
+        Error(format!(
+            "the right side of `{op}` ({text}) is not a JSON literal: {e}, in {expr:?}"
+        ))
+    })?;
+    Ok((Operand::Literal(value), i))
+}
+
+/// The function call for `left op right`.
+fn operator_call(op: &str, left: &str, right: &Operand, expr: &str) -> Result<String, Error> {
+    let op_lit = string_literal(op);
+    let literal = |v: &serde_json::Value| string_literal(&v.to_string());
+    let left = if left.starts_with(['@', '$']) {
+        Operand::Query(left.to_owned())
+    } else {
+        Operand::Literal(permissive(left).map_err(|e| {
+            Error(format!(
+                "the left side of `{op}` ({left}) must be a path (@... or $...) or a literal: {e}, in {expr:?}"
+            ))
+        })?)
+    };
+    Ok(match (&left, right) {
+        (Operand::Query(l), Operand::Query(r)) => format!(
+            "jayway_qq({op_lit}, {l}, {}, {r}, {})",
+            definite(l),
+            definite(r)
+        ),
+        (Operand::Query(l), Operand::Literal(r)) => {
+            format!("jayway_ql({op_lit}, {l}, {}, {})", definite(l), literal(r))
+        }
+        (Operand::Literal(l), Operand::Query(r)) => {
+            format!("jayway_lq({op_lit}, {}, {r}, {})", literal(l), definite(r))
+        }
+        (Operand::Literal(l), Operand::Literal(r)) => {
+            format!("jayway_ll({op_lit}, {}, {})", literal(l), literal(r))
+        }
+    })
+}
+
+/// Whether Jayway reads a path as definite (one value): no `..`, no `*`, no filter,
+/// and no bracket with several names, indexes or a slice.
+fn definite(path: &str) -> bool {
+    if path.contains("..") || path.contains('*') {
+        return false;
+    }
+    let chars: Vec<char> = path.chars().collect();
+    let mut i = 0;
+    let mut depth = 0usize;
+    while i < chars.len() {
+        match chars[i] {
+            '\'' | '"' => {
+                i = string_end(&chars, i);
+                continue;
+            }
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            '?' | ',' | ':' if depth > 0 => return false,
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
+/// A literal as Jayway's permissive JSON reader (json-smart) takes it: strict JSON,
+/// and also strings in single quotes, bare words as strings, trailing commas.
+fn permissive(text: &str) -> Result<serde_json::Value, String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    let v = permissive_value(&chars, &mut i)?;
+    skip_ws(&chars, &mut i);
+    if i < chars.len() {
+        return Err(format!(
+            "unexpected {:?}",
+            chars[i..].iter().collect::<String>()
+        ));
+    }
+    Ok(v)
+}
+
+fn skip_ws(chars: &[char], i: &mut usize) {
+    while chars.get(*i).is_some_and(|c| c.is_whitespace()) {
+        *i += 1;
+    }
+}
+
+fn permissive_value(chars: &[char], i: &mut usize) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    skip_ws(chars, i);
+    match chars.get(*i) {
+        None => Err("a value is missing".into()),
+        Some('[') => {
+            *i += 1;
+            let mut items = Vec::new();
+            loop {
+                skip_ws(chars, i);
+                match chars.get(*i) {
+                    Some(']') => {
+                        *i += 1;
+                        return Ok(Value::Array(items));
+                    }
+                    None => return Err("a list is not closed".into()),
+                    _ => {}
+                }
+                items.push(permissive_value(chars, i)?);
+                skip_ws(chars, i);
+                match chars.get(*i) {
+                    Some(',') => *i += 1,
+                    Some(']') => {}
+                    _ => return Err("expected , or ] in a list".into()),
+                }
+            }
+        }
+        Some('{') => {
+            *i += 1;
+            let mut map = serde_json::Map::new();
+            loop {
+                skip_ws(chars, i);
+                match chars.get(*i) {
+                    Some('}') => {
+                        *i += 1;
+                        return Ok(Value::Object(map));
+                    }
+                    None => return Err("an object is not closed".into()),
+                    _ => {}
+                }
+                let key = match permissive_value(chars, i)? {
+                    Value::String(k) => k,
+                    other => other.to_string(),
+                };
+                skip_ws(chars, i);
+                if chars.get(*i) != Some(&':') {
+                    return Err("expected : in an object".into());
+                }
+                *i += 1;
+                let v = permissive_value(chars, i)?;
+                map.insert(key, v);
+                skip_ws(chars, i);
+                match chars.get(*i) {
+                    Some(',') => *i += 1,
+                    Some('}') => {}
+                    _ => return Err("expected , or } in an object".into()),
+                }
+            }
+        }
+        Some(&q) if q == '\'' || q == '"' => {
+            let end = string_end(chars, *i);
+            if end > chars.len() || chars.get(end - 1) != Some(&q) || end - *i < 2 {
+                return Err("a string is not closed".into());
+            }
+            let body: String = chars[*i + 1..end - 1].iter().collect();
+            *i = end;
+            Ok(Value::String(unescape_literal(&body)))
+        }
+        Some(_) => {
+            let begin = *i;
+            while chars
+                .get(*i)
+                .is_some_and(|c| !",:]}".contains(*c) && !c.is_whitespace())
+            {
+                *i += 1;
+            }
+            let word: String = chars[begin..*i].iter().collect();
+            Ok(match word.as_str() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                "null" => Value::Null,
+                w => match serde_json::from_str::<serde_json::Number>(w) {
+                    Ok(n) => Value::Number(n),
+                    Err(_) => match w.parse::<f64>() {
+                        Ok(f)
+                            if w.bytes()
+                                .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) =>
+                        {
+                            serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+                        }
+                        _ => Value::String(w.to_owned()),
+                    },
+                },
+            })
+        }
+    }
+}
+
+/// The escapes of a string literal: `\'`, `\"`, `\\`, `\n`, `\t`, `\uXXXX`...
+fn unescape_literal(s: &str) -> String {
+    if !s.contains('\\') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(u) => out.push(u),
+                    None => {
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                    }
+                }
+            }
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// The index after the regex literal opening at `at` (its flags included; the end of
+/// the text when it is not closed).
+fn regex_end(chars: &[char], at: usize) -> usize {
+    let mut i = at + 1;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 2,
+            '/' => {
+                i += 1;
+                while chars.get(i).is_some_and(|c| c.is_ascii_alphabetic()) {
+                    i += 1;
+                }
+                return i;
+            }
+            _ => i += 1,
+        }
+    }
+    chars.len()
+}
 
 /// A regex on the left of `=~` (`/RE/ =~ @.a`), waiting for its right side to end.
 struct Pending {
@@ -387,6 +809,54 @@ mod tests {
             rw("$[?(/x/ =~ @.a)]"),
             "$[?((match(@.a, 'x') || (@.a[0] && @.a[?match(@, 'x')])))]"
         );
+    }
+
+    #[test]
+    fn word_operators_become_calls_with_each_side_as_query_or_json() {
+        assert_eq!(
+            rewrite_word_operators(r#"$.personal_code[?(@ in ["7007496", "4927250"])]"#).unwrap(),
+            r#"$.personal_code[?(jayway_ql('in', @, true, '["7007496","4927250"]'))]"#
+        );
+        assert_eq!(
+            rewrite_word_operators("$[?(@.size IN ['S', M] && @.tags[*] subsetof @.allowed)]")
+                .unwrap(),
+            r#"$[?(jayway_ql('in', @.size, true, '["S","M"]') && jayway_qq('subsetof', @.tags[*], false, @.allowed, true))]"#
+        );
+        assert_eq!(
+            rewrite_word_operators("$[?('x' in @.l)]").unwrap(),
+            r#"$[?(jayway_lq('in', '"x"', @.l, true))]"#
+        );
+        assert_eq!(
+            rewrite_word_operators("$[?(@.a size 2 || @.b empty false)]").unwrap(),
+            "$[?(jayway_ql('size', @.a, true, '2') || jayway_ql('empty', @.b, true, 'false'))]"
+        );
+        // Names, strings and regexes that hold an operator word are left alone.
+        for untouched in [
+            "$.in",
+            "$['a in b']",
+            "$[?(@.a == 'x in y')]",
+            "$[?(@.a =~ /x in y/)]",
+        ] {
+            assert_eq!(rewrite_word_operators(untouched).unwrap(), untouched);
+        }
+        let both = rewrite("$[?(@.a in ['x'] && @.b =~ /y.*/)]").unwrap();
+        assert_eq!(both.regexes, vec!["y.*".to_owned()]);
+        assert!(
+            both.expression
+                .starts_with("$[?(jayway_ql('in', @.a, true, '[\"x\"]') && (match(@.b"),
+            "{}",
+            both.expression
+        );
+    }
+
+    #[test]
+    fn word_operators_with_a_missing_or_unreadable_side_are_refused() {
+        let e = rewrite_word_operators("$[?(@.a in )]").unwrap_err();
+        assert!(e.0.contains("nothing on its right"), "{e}");
+        let e = rewrite_word_operators("$[?(@.a in ['x')]").unwrap_err();
+        assert!(e.0.contains("not a JSON literal"), "{e}");
+        let e = rewrite_word_operators("$[?(length(@.a) in [1])]").unwrap_err();
+        assert!(e.0.contains("must be a path"), "{e}");
     }
 
     #[test]

@@ -574,7 +574,7 @@ fn regex_reason(e: &::regex::Error) -> String {
 fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
     let (expression, sub) = expression_and_sub(v, path, "a JSONPath")?;
     let (rfc, length) = jayway_to_rfc9535(&expression);
-    let rewritten = decoy_jsonpath::rewrite_regex_operator(&rfc)
+    let rewritten = decoy_jsonpath::rewrite(&rfc)
         .map_err(|e| FieldError::new(path, format!("invalid JSONPath {expression:?}: {e}")))?;
     // `match()` compiles its regex with the `regex` crate at each use and takes one it
     // cannot compile as "no match": checked here, such a path is refused at load.
@@ -601,9 +601,10 @@ fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
 
 /// A JSONPath with Jayway's reading of filters: in Jayway, `$.order[?(@.qty > 1)]`
 /// applied to an *object* `order` tests the object itself (RFC 9535 would test its
-/// members). So the expression is split at its first filter: the part before selects
-/// nodes, and the filter (with the rest of the path) runs on each node, wrapped in an
-/// array when it is not one.
+/// members), and applied to a string, a number or a boolean selects nothing. So the
+/// expression is split at its first filter: the part before selects nodes, and the
+/// filter (with the rest of the path) runs on each list, and on each object wrapped
+/// in a list.
 ///
 /// Each part is evaluated one segment at a time ([`Steps`]), counting the nodes
 /// selected against [`JSONPATH_NODE_BUDGET`]: a path with several `..` segments
@@ -792,7 +793,7 @@ impl JsonPathQuery {
                 for node in before.query(doc, &budget)? {
                     if node.is_array() {
                         out.extend(filter.query(node, &budget)?.into_iter().map(Cow::Borrowed));
-                    } else {
+                    } else if node.is_object() {
                         let copied = count_nodes(node, JSONPATH_NODE_BUDGET as u64 + 1);
                         if !budget.spend(copied) {
                             return Err(OverBudget);
@@ -816,8 +817,9 @@ impl JsonPathQuery {
 /// Jayway forms are rewritten: filters `[?(@.a == 1)]` are valid RFC 9535 as they are,
 /// `@.list.size()` / `.length()` inside a filter becomes `length(@.list)`, and a
 /// trailing `.length()` / `.size()` is returned as a flag (the length is computed
-/// after the query). The regex operator `=~` is rewritten afterwards, by
-/// `decoy_jsonpath` (shared with the `response-template` plugin).
+/// after the query). Jayway's other operators (`=~`, `in`, `nin`, `subsetof`,
+/// `anyof`, `noneof`, `size`, `empty`) are rewritten afterwards, by `decoy_jsonpath`
+/// (shared with the `response-template` plugin).
 fn jayway_to_rfc9535(expr: &str) -> (String, bool) {
     static IN_FILTER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"@((?:\.[A-Za-z0-9_$-]+|\[[^\]]*\])*)\.(?:size|length)\(\)")
@@ -978,6 +980,48 @@ mod tests {
         assert!(!m(
             json!({"matchesJsonPath": "$.user.tags[?(@ == 'c')]"}),
             body
+        ));
+    }
+
+    /// As WireMock 3.13.2 (Jayway) matched the same stubs and bodies.
+    #[test]
+    fn json_path_filters_read_jayways_word_operators() {
+        // The hmcts/ccd-test-stubs-service stub: a filter on a list of codes. On a
+        // single string Jayway's filter selects nothing, so that body is no match.
+        let codes = json!({"matchesJsonPath":
+            "$.personal_code[?(@ in [\"7007496\", \"4927250\", \"4918178\"])]"});
+        assert!(m(codes.clone(), r#"{"personal_code": ["4927250"]}"#));
+        assert!(m(codes.clone(), r#"{"personal_code": ["1", "7007496"]}"#));
+        assert!(!m(codes.clone(), r#"{"personal_code": ["1"]}"#));
+        assert!(!m(codes, r#"{"personal_code": "4927250"}"#));
+        let on_object = json!({"matchesJsonPath": "$[?(@.size in ['S', 'M'])]"});
+        assert!(m(on_object.clone(), r#"{"size": "M"}"#));
+        assert!(!m(on_object, r#"{"size": "L"}"#));
+        let nin = json!({"matchesJsonPath": "$[?(@.size nin ['S', 'M'])]"});
+        assert!(m(nin.clone(), r#"{"size": "L"}"#));
+        assert!(
+            m(nin, r#"{"colour": "red"}"#),
+            "a missing value is not in any list"
+        );
+        let subset = json!({"matchesJsonPath": "$[?(@.tags subsetof ['a', 'b', 'c'])]"});
+        assert!(m(subset.clone(), r#"{"tags": ["a", "c"]}"#));
+        assert!(!m(subset, r#"{"tags": ["a", "d"]}"#));
+        let any = json!({"matchesJsonPath": "$[?(@.tags anyof ['x', 'c'])]"});
+        assert!(m(any.clone(), r#"{"tags": ["a", "c"]}"#));
+        assert!(!m(any, r#"{"tags": ["a", "b"]}"#));
+        let none = json!({"matchesJsonPath": "$[?(@.tags noneof ['x', 'y'])]"});
+        assert!(m(none.clone(), r#"{"tags": ["a", "c"]}"#));
+        assert!(!m(none, r#"{"tags": ["a", "x"]}"#));
+        let size = json!({"matchesJsonPath": "$[?(@.items size 2)]"});
+        assert!(m(size.clone(), r#"{"items": [1, 2]}"#));
+        assert!(!m(size, r#"{"items": [1]}"#));
+        let empty = json!({"matchesJsonPath": "$[?(@.items empty false)]"});
+        assert!(m(empty.clone(), r#"{"items": [1]}"#));
+        assert!(!m(empty, r#"{"items": []}"#));
+        // Any filter on a scalar selects nothing in Jayway.
+        assert!(!m(
+            json!({"matchesJsonPath": "$.name[?(@ == 'xyz')]"}),
+            r#"{"name": "xyz"}"#
         ));
     }
 
