@@ -1,4 +1,5 @@
-//! Write [decoy](https://github.com/) plugins in Rust.
+//! Write decoy plugins in Rust (decoy: the WireMock-compatible mock server; its
+//! `docs/plugins.md` describes the plugin interface and the sandbox).
 //!
 //! A decoy plugin is a WebAssembly component that decoy loads when a mapping names it:
 //! a **transformer** builds or edits the response of a matched request
@@ -23,6 +24,17 @@
 //! [dependencies]
 //! decoy-plugin-sdk = { path = "../../guest-sdk" }
 //! serde = { version = "1", features = ["derive"] }
+//! ```
+//!
+//! That path is for a plugin inside decoy's repository. The crate is not published on
+//! crates.io: a plugin elsewhere depends on it through git (pinned to a commit, so
+//! a rebuild gets the same plugin interface), or through a path to
+//! a checkout of decoy:
+//!
+//! ```toml
+//! [dependencies]
+//! decoy-plugin-sdk = { git = "https://URL-OF-YOUR-DECOY-REPOSITORY.git", rev = "COMMIT" }
+//! # or: decoy-plugin-sdk = { path = "/path/to/decoy/guest-sdk" }
 //! ```
 //!
 //! `src/lib.rs`:

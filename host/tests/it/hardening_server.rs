@@ -456,6 +456,46 @@ fn stub_for(path: &str, body: &str) -> String {
     json!({ "request": { "url": path }, "response": { "body": body } }).to_string()
 }
 
+/// A Kubernetes ConfigMap mounted as `mappings/`: each key is a link
+/// `NAME -> ..data/NAME`, `..data` a link to a hidden, timestamped folder, and an
+/// update writes a new such folder and renames a fresh `..data` link over the old
+/// one (the kubelet's atomic writer). The new content is served, a removed key's
+/// stubs are gone, and nothing is restarted.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_configmap_style_swap_of_a_linked_folder_inside_mappings_is_reloaded() {
+    use std::os::unix::fs::symlink;
+    let dir = root(&[]);
+    let mappings = dir.path().join("mappings");
+    let first = mappings.join("..2026_12_06_01_00_00.1");
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::write(first.join("a.json"), stub_for("/a", "one")).unwrap();
+    std::fs::write(first.join("b.json"), stub_for("/b", "b")).unwrap();
+    symlink("..2026_12_06_01_00_00.1", mappings.join("..data")).unwrap();
+    for key in ["a.json", "b.json"] {
+        symlink(format!("..data/{key}"), mappings.join(key)).unwrap();
+    }
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    assert_eq!(get(addr, "/a").await.body, "one");
+    assert_eq!(get(addr, "/b").await.body, "b");
+
+    // The update: a.json changed, b.json removed from the ConfigMap.
+    let second = mappings.join("..2026_12_06_01_05_00.2");
+    std::fs::create_dir_all(&second).unwrap();
+    std::fs::write(second.join("a.json"), stub_for("/a", "two")).unwrap();
+    symlink("..2026_12_06_01_05_00.2", mappings.join("..data_tmp")).unwrap();
+    std::fs::rename(mappings.join("..data_tmp"), mappings.join("..data")).unwrap();
+    std::fs::remove_file(mappings.join("b.json")).unwrap();
+    std::fs::remove_dir_all(&first).unwrap();
+    assert!(
+        eventually_serves(addr, "/a", "two").await,
+        "the swapped content is served"
+    );
+    assert_eq!(get(addr, "/b").await.status, 404, "a removed key is gone");
+    server.shutdown().await;
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn hot_reload_follows_mappings_replaced_by_a_symlink_at_run_time() {
