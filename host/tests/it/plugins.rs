@@ -100,6 +100,64 @@ async fn response_template_is_bundled_and_templates_bodies_files_and_headers() {
     server.shutdown().await;
 }
 
+/// Stubs from users' roots that WireMock 3.13.2 answers 200: `randomValue` with a
+/// type it does not define (printable ASCII, lower-cased), a name that is no helper
+/// and has no arguments (nothing), and a section over it (its `else`); and a
+/// `matchesJsonPath` filter with Jayway's `in`, picked over the fallback stub.
+#[tokio::test]
+async fn lenient_helpers_and_jayway_word_operators_answer_as_wiremock_does() {
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/random"},
+         "response": {"body": "{{randomValue length=40 type='number'}}\n{{randomValue length=8 type='string'}}",
+                      "transformers": ["response-template"]}},
+        {"request": {"urlPath": "/unknown"},
+         "response": {"body": "[{{foo}}][{{#bar}}x{{else}}y{{/bar}}]",
+                      "transformers": ["response-template"]}},
+        {"priority": 1,
+         "request": {"urlPath": "/refdata/judicial/users", "method": "POST",
+                     "bodyPatterns": [{"matchesJsonPath":
+                        "$.personal_code[?(@ in [\"7007496\", \"4927250\"])]"}]},
+         "response": {"body": "known"}},
+        {"priority": 2, "request": {"urlPath": "/refdata/judicial/users", "method": "POST"},
+         "response": {"body": "other"}}
+    ]));
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    assert!(
+        server.report.problems.is_empty(),
+        "{:?}",
+        server.report.problems
+    );
+    let a = get(addr, "/random").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    // Printable ASCII has no line break: the two values are split at the one written.
+    let (number, string) = a.body.split_once('\n').unwrap();
+    assert_eq!((number.chars().count(), string.chars().count()), (40, 8));
+    assert!(
+        (number.chars().chain(string.chars()))
+            .all(|c| (' '..='~').contains(&c) && !c.is_ascii_uppercase()),
+        "{}",
+        a.body
+    );
+    let a = get(addr, "/unknown").await;
+    assert_eq!((a.status, a.body.as_str()), (200, "[][y]"));
+    let users = "/refdata/judicial/users";
+    let known = send(
+        addr,
+        "POST",
+        users,
+        &[],
+        r#"{"personal_code": ["4927250"]}"#,
+    )
+    .await;
+    assert_eq!(known.body, "known");
+    let other = send(addr, "POST", users, &[], r#"{"personal_code": ["1"]}"#).await;
+    assert_eq!(other.body, "other");
+    let scalar = send(addr, "POST", users, &[], r#"{"personal_code": "4927250"}"#).await;
+    assert_eq!(scalar.body, "other", "a filter on a string selects nothing");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn global_response_templating_applies_to_every_stub() {
     let dir = crate::common::root_with_stubs(json!([

@@ -2,27 +2,33 @@
 //! WireMock's offsets (`'3 days'`, `'-1 hours'`), `epoch` and `unix` formats.
 
 use chrono::{DateTime, Duration, FixedOffset, Months, NaiveDate, NaiveDateTime, TimeZone, Utc};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// `2024-05-01T10:00:00Z` (WireMock's default rendering).
 pub fn iso(d: DateTime<Utc>) -> String {
     d.format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// Renders `d` with the `offset`, `timezone` and `format` of a helper's hash.
-pub fn render(d: DateTime<Utc>, h: &Map<String, Value>) -> Result<Value, String> {
-    let d = match h.get("offset").filter(|v| !v.is_null()) {
-        Some(o) => apply_offset(d, &crate::helpers::to_text(o))?,
+/// How a helper asked for a date: the `offset`, `timezone` and `format` of its hash,
+/// as text (the helper turns its values into text; this module knows only dates).
+#[derive(Debug, Clone, Default)]
+pub struct Style {
+    pub offset: Option<String>,
+    pub timezone: Option<String>,
+    pub format: Option<String>,
+}
+
+/// Renders `d` as `style` says.
+pub fn render(d: DateTime<Utc>, style: &Style) -> Result<Value, String> {
+    let d = match &style.offset {
+        Some(o) => apply_offset(d, o)?,
         None => d,
     };
-    let tz = match h.get("timezone").filter(|v| !v.is_null()) {
-        Some(t) => Some(timezone(&crate::helpers::to_text(t))?),
+    let tz = match &style.timezone {
+        Some(t) => Some(timezone(t)?),
         None => None,
     };
-    let format = h
-        .get("format")
-        .filter(|v| !v.is_null())
-        .map(crate::helpers::to_text);
+    let format = &style.format;
     Ok(match format.as_deref() {
         Some("epoch") => Value::from(d.timestamp_millis()),
         Some("unix") => Value::from(d.timestamp()),

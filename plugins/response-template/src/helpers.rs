@@ -194,11 +194,17 @@ pub fn run(spec: &Spec, params: &[Value], hash: &Map<String, Value>) -> Result<V
 /// call to it, see [`crate::compile`]).
 pub const VALUE: &str = "__value";
 
+/// The name of the helper that renders a block named by a value rather than a
+/// helper (`{{#request.query.q}}...{{else}}...{{/request.query.q}}` is compiled as
+/// a call to it, see [`crate::compile`]).
+pub const SECTION: &str = "__section";
+
 pub fn register(h: &mut Handlebars<'static>) {
     for s in SIMPLE {
         h.register_helper(s.name, Box::new(Simple(s)));
     }
     h.register_helper(VALUE, Box::new(ValueHelper));
+    h.register_helper(SECTION, Box::new(SectionHelper));
     // Handlebars.java has `neq`, not `ne`; `{{ne 1 2}}` fails in WireMock.
     h.unregister_helper("ne");
     // Handlebars.java looks a name up in the enclosing scopes when the current one
@@ -468,6 +474,70 @@ impl HelperDef for ValueHelper {
             to_text(v)
         };
         out.write(&text)?;
+        Ok(())
+    }
+}
+
+/// A block named by a value, as Handlebars.java renders a block whose name is no
+/// helper (a Mustache section): once per element of a non-empty list, once with the
+/// value as the context when it is truthy, else its `{{else}}` part. Falsy, as
+/// Handlebars.java's `isEmpty`: missing, null, false, `""`, an empty list, zero.
+struct SectionHelper;
+
+impl HelperDef for SectionHelper {
+    fn call<'reg: 'rc, 'rc>(
+        &self,
+        h: &Helper<'rc>,
+        r: &'reg Handlebars<'reg>,
+        ctx: &'rc Context,
+        rc: &mut RenderContext<'reg, 'rc>,
+        out: &mut dyn Output,
+    ) -> HelperResult {
+        let Some(p) = h.param(0) else {
+            return Ok(());
+        };
+        let value = p.value();
+        let truthy = match value {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+            Value::String(s) => !s.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            Value::Object(_) => true,
+        };
+        if !truthy {
+            return match h.inverse() {
+                Some(t) => t.render(r, ctx, rc, out),
+                None => Ok(()),
+            };
+        }
+        let Some(template) = h.template() else {
+            return Ok(());
+        };
+        let scopes: Vec<(Option<usize>, Value)> = match value {
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (Some(i), v.clone()))
+                .collect(),
+            other => vec![(None, other.clone())],
+        };
+        for (index, scope) in scopes {
+            let mut block = handlebars::BlockContext::new();
+            match (p.context_path(), index) {
+                (Some(path), Some(i)) => {
+                    let mut path = path.clone();
+                    path.push(i.to_string());
+                    *block.base_path_mut() = path;
+                }
+                (Some(path), None) => *block.base_path_mut() = path.clone(),
+                (None, _) => block.set_base_value(scope),
+            }
+            rc.push_block(block);
+            let rendered = template.render(r, ctx, rc, out);
+            rc.pop_block();
+            rendered?;
+        }
         Ok(())
     }
 }
@@ -775,10 +845,11 @@ fn json_path(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
         function = Some(name.to_owned());
         expr = head.to_owned();
     }
-    // Jayway's `=~` (`[?(@.name =~ /a.*/i)]`) becomes RFC 9535's `match()`, as in
-    // decoy's matchers; a regex the `regex` crate cannot run is a bad path, as a
-    // regex Java cannot compile is in WireMock.
-    let expr = match decoy_jsonpath::rewrite_regex_operator(&expr) {
+    // Jayway's operators RFC 9535 lacks become function calls and `match()`, as in
+    // decoy's matchers (`[?(@.size in ['S', 'M'])]`, `[?(@.name =~ /a.*/i)]`); a regex
+    // the `regex` crate cannot run is a bad path, as a regex Java cannot compile is
+    // in WireMock.
+    let expr = match decoy_jsonpath::rewrite(&expr) {
         Ok(r)
             if r.regexes
                 .iter()
@@ -1265,20 +1336,27 @@ fn pick_random(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
 
 fn date_format(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
     let d = dates::parse_value(arg(p, 0)?, None)?;
-    let mut h = h.clone();
+    let mut style = date_style(h);
     if let Some(f) = p.get(1) {
-        h.insert("format".into(), f.clone());
+        style.format = Some(to_text(f));
     }
-    match h.get("format").map(to_text).as_deref() {
-        None | Some("medium") => {
-            h.insert("format".into(), json!("MMM d, yyyy, h:mm:ss a"));
-        }
-        Some("short") => {
-            h.insert("format".into(), json!("M/d/yy, h:mm a"));
-        }
+    match style.format.as_deref() {
+        None | Some("medium") => style.format = Some("MMM d, yyyy, h:mm:ss a".into()),
+        Some("short") => style.format = Some("M/d/yy, h:mm a".into()),
         _ => {}
     }
-    dates::render(d, &h)
+    dates::render(d, &style)
+}
+
+/// The `offset`, `timezone` and `format` of a date helper's hash, as text (a
+/// missing or null one is `None`).
+fn date_style(h: &Map<String, Value>) -> dates::Style {
+    let text = |key| h.get(key).filter(|v| !v.is_null()).map(to_text);
+    dates::Style {
+        offset: text("offset"),
+        timezone: text("timezone"),
+        format: text("format"),
+    }
 }
 
 /// A decimal number as Java's `BigDecimal`: digits and a scale.
@@ -2108,36 +2186,42 @@ fn local_name_step(step: &str) -> String {
     }
 }
 
+/// WireMock's `randomValue`: `length` characters (36 by default) of `type`'s set,
+/// then lower-cased, or upper-cased with `uppercase=true` (a UUID too). A `type`
+/// WireMock does not define (`'number'`, `'string'`, a lower-case `'numeric'`) is
+/// printable ASCII, space to `~`, as WireMock's fallback; `ALPHANUMERIC_AND_SYMBOLS`
+/// is `!` to `}` (checked against 3.13.2).
 fn random_value(_: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
+    const LETTERS_DIGITS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let kind = opt_text(h, "type").unwrap_or_else(|| "ALPHANUMERIC".into());
-    if kind == "UUID" {
-        return Ok(Value::String(uuid::Uuid::new_v4().to_string()));
-    }
-    let length = match h.get("length") {
-        Some(v) => int(v)?,
-        None => 36,
-    };
-    if !(0..=100_000).contains(&length) {
-        return Err(format!("length {length} is out of range"));
-    }
-    let alphabet: &[u8] = match kind.as_str() {
-        "ALPHANUMERIC" => b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
-        "ALPHABETIC" => b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
-        "NUMERIC" => b"0123456789",
-        "HEXADECIMAL" => b"0123456789abcdef",
-        "ALPHANUMERIC_AND_SYMBOLS" => {
-            b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!\"#$%&'()*+,-./:;<=>?@[]^_`{|}~"
+    let s = if kind == "UUID" {
+        uuid::Uuid::new_v4().to_string()
+    } else {
+        let length = match h.get("length") {
+            Some(v) => int(v)?,
+            None => 36,
+        };
+        if !(0..=100_000).contains(&length) {
+            return Err(format!("length {length} is out of range"));
         }
-        other => return Err(format!("unknown type {other:?}")),
+        let ascii = |from: u8, to: u8| (from..=to).collect::<Vec<u8>>();
+        let alphabet: std::borrow::Cow<'static, [u8]> = match kind.as_str() {
+            "ALPHANUMERIC" => LETTERS_DIGITS.into(),
+            "ALPHABETIC" => LETTERS_DIGITS[..52].into(),
+            "NUMERIC" => b"0123456789".as_slice().into(),
+            "HEXADECIMAL" => b"ABCDEF0123456789".as_slice().into(),
+            "ALPHANUMERIC_AND_SYMBOLS" => ascii(b'!', b'}').into(),
+            _ => ascii(b' ', b'~').into(),
+        };
+        let mut rng = rand::rng();
+        (0..length)
+            .map(|_| alphabet[rng.random_range(0..alphabet.len())] as char)
+            .collect()
     };
-    let mut rng = rand::rng();
-    let s: String = (0..length)
-        .map(|_| alphabet[rng.random_range(0..alphabet.len())] as char)
-        .collect();
     Ok(Value::String(if truthy(h.get("uppercase")) {
         s.to_uppercase()
     } else {
-        s
+        s.to_lowercase()
     }))
 }
 
@@ -2177,12 +2261,12 @@ fn random_decimal(_: &[Value], h: &Map<String, Value>) -> Result<Value, String> 
 }
 
 fn now(_: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
-    dates::render(chrono::Utc::now(), h)
+    dates::render(chrono::Utc::now(), &date_style(h))
 }
 
 fn date(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
     let d = dates::parse_value(arg(p, 0)?, None)?;
-    dates::render(d, h)
+    dates::render(d, &date_style(h))
 }
 
 fn parse_date(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {

@@ -322,7 +322,9 @@ fn template_error(e: &handlebars::TemplateError, text: &str) -> String {
 
 /// Makes each plain value expression (`{{request.query.tag}}`, `{{this}}`) a call
 /// to [`helpers::VALUE`], which writes it as WireMock does: a multi-valued field as
-/// its first value, a list or map as Java prints it. Names of helpers are left.
+/// its first value, a list or map as Java prints it; and each block named by a value
+/// (`{{#request.query.q}}...{{/request.query.q}}`) a call to [`helpers::SECTION`].
+/// Names of helpers are left.
 fn values_through_helper(t: &mut Template) {
     use handlebars::template::{Parameter, TemplateElement};
     for e in &mut t.elements {
@@ -344,6 +346,27 @@ fn values_through_helper(t: &mut Template) {
                 }
             }
             TemplateElement::HelperBlock(ht) => {
+                // `{{#name}}` where `name` is no helper: a section over its value (a
+                // plain name is parsed as a name, a dotted one as a path).
+                let section = if !ht.params.is_empty() || !ht.hash.is_empty() {
+                    None
+                } else {
+                    match &ht.name {
+                        Parameter::Path(handlebars::Path::Relative((_, raw)))
+                            if !helpers::is_helper(raw) =>
+                        {
+                            Some(ht.name.clone())
+                        }
+                        Parameter::Name(name) if !helpers::is_helper(name) => {
+                            handlebars::Path::parse(name).ok().map(Parameter::Path)
+                        }
+                        _ => None,
+                    }
+                };
+                if let Some(value) = section {
+                    ht.name = Parameter::Name(helpers::SECTION.into());
+                    ht.params.push(value);
+                }
                 if let Some(t) = &mut ht.template {
                     values_through_helper(t);
                 }

@@ -236,6 +236,83 @@ fn random_and_date_helpers() {
     assert!(r("{{now offset='-1 hours'}}").ends_with('Z'));
 }
 
+/// Jayway's word operators in `jsonPath`, as WireMock 3.13.2 rendered the same
+/// template and body.
+#[test]
+fn json_path_reads_jayways_word_operators() {
+    assert_eq!(
+        r(
+            "[{{jsonPath request.body '$.items[?(@.id in [2, 3])].id'}}] \
+           [{{jsonPath request.body '$.items[?(@.id nin [2])]'}}]"
+        ),
+        r#"[[2]] [[{"id":1}]]"#
+    );
+}
+
+/// Each character set of WireMock 3.13.2's `randomValue`, lower-cased unless
+/// `uppercase`; a type it does not define is printable ASCII (its fallback), not an
+/// error.
+#[test]
+fn random_value_uses_wiremocks_sets_and_case_and_accepts_any_type() {
+    let all = |template: &str, ok: &dyn Fn(char) -> bool| {
+        // 2,000 characters: each set's every class shows up, whatever the draw.
+        let v = r(template);
+        assert_eq!(v.chars().count(), 2000, "{template}: {v}");
+        assert!(v.chars().all(ok), "{template}: {v}");
+        v
+    };
+    let v = all("{{randomValue length=2000}}", &|c| {
+        c.is_ascii_lowercase() || c.is_ascii_digit()
+    });
+    assert!(v.chars().any(|c| c.is_ascii_digit()), "{v}");
+    all("{{randomValue length=2000 type='ALPHABETIC'}}", &|c| {
+        c.is_ascii_lowercase()
+    });
+    all(
+        "{{randomValue length=2000 type='ALPHABETIC' uppercase=true}}",
+        &|c| c.is_ascii_uppercase(),
+    );
+    all("{{randomValue length=2000 type='HEXADECIMAL'}}", &|c| {
+        c.is_ascii_digit() || ('a'..='f').contains(&c)
+    });
+    let symbols = all(
+        "{{randomValue length=2000 type='ALPHANUMERIC_AND_SYMBOLS'}}",
+        &|c| ('!'..='}').contains(&c) && !c.is_ascii_uppercase(),
+    );
+    assert!(symbols.contains('\\'), "{symbols}");
+    for kind in ["number", "string", "numeric", "NUMBER"] {
+        let v = all(
+            &format!("{{{{randomValue length=2000 type='{kind}'}}}}"),
+            &|c| (' '..='~').contains(&c) && !c.is_ascii_uppercase(),
+        );
+        assert!(v.contains(' ') && v.contains('~'), "{kind}: {v}");
+    }
+    assert_eq!(r("{{randomValue length=0 type='number'}}"), "");
+    let id = r("{{randomValue type='UUID' uppercase=true}}");
+    assert_eq!(id.len(), 36);
+    assert_eq!(id, id.to_uppercase());
+}
+
+/// As Handlebars.java in WireMock 3.13.2: a name that is no helper and has no
+/// arguments is a missing value (nothing, or a section's `else`); with arguments
+/// it is an error.
+#[test]
+fn an_unknown_name_without_arguments_is_a_missing_value() {
+    assert_eq!(r("[{{foo}}]"), "[]");
+    assert_eq!(r("[{{{foo}}}]"), "[]");
+    assert_eq!(r("[{{foo.bar}}]"), "[]");
+    assert_eq!(r("[{{#foo}}x{{/foo}}]"), "[]");
+    assert_eq!(r("[{{#foo}}x{{else}}y{{/foo}}]"), "[y]");
+    // A section over a value that is there, as WireMock rendered the same template
+    // with the same transformerParameters.
+    assert_eq!(r("[{{#parameters}}{{greeting}}{{/parameters}}]"), "[hi]");
+    let model = json!({"request": {}});
+    for t in ["{{foo bar}}", "{{foo a=1}}", "{{#foo bar}}x{{/foo}}"] {
+        let e = render_str(t, &model).unwrap_err();
+        assert!(e.0.contains("foo"), "{t}: {e:?}");
+    }
+}
+
 #[test]
 fn failures_are_errors_not_panics() {
     // As WireMock: some failures are an inline text, others fail the response.
