@@ -14,13 +14,16 @@
 //! `request.correlationId`, `request.messageId` and `request.replyTo` are set.
 //!
 //! Templates are compiled once per mapping and text in each instance, and kept
-//! (see [`Cache`]); a body or header without `{{` is passed through untouched. A
+//! (see [`Cache`], which counts them); a large one is compiled in pieces, in time
+//! that grows with its length (see [`pieces`]). A body or header without `{{` is
+//! passed through untouched. A
 //! template that only echoes request fields is rendered without Handlebars (see
 //! [`direct`]), to the same output.
 
 pub mod dates;
 pub mod direct;
 pub mod helpers;
+pub mod pieces;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -46,19 +49,23 @@ impl Transformer for ResponseTemplate {
         }
         let (new_body, new_headers) = CACHE.with(|cache| {
             let mut cache = cache.borrow_mut();
-            let templates = cache.for_mapping(ctx.mapping_id());
+            let Cache {
+                mappings,
+                compilations: compiled,
+            } = &mut *cache;
+            let templates = templates_of(mappings, ctx.mapping_id());
             // Compile (or find) every template first, so that afterwards a slot holds
             // a template exactly when that part of this response is one, and to know
             // which parts of the model the Handlebars ones use; the model is then
             // built once, with only those parts, and only if some template needs it.
             match body {
-                Some(text) => Compiled::refresh(&mut templates.body, text)?,
+                Some(text) => Compiled::refresh(&mut templates.body, text, compiled)?,
                 None => templates.body = None,
             }
             templates.headers.resize_with(resp.headers().len(), || None);
             for (slot, (name, value)) in templates.headers.iter_mut().zip(resp.headers()) {
                 if value.contains("{{") {
-                    Compiled::refresh(slot, value)
+                    Compiled::refresh(slot, value, compiled)
                         .map_err(|e| Error(format!("header {name}: {e}")))?;
                 } else {
                     *slot = None;
@@ -118,6 +125,14 @@ thread_local! {
 #[allow(missing_debug_implementations)]
 pub struct Cache {
     mappings: HashMap<String, MappingTemplates>,
+    /// Templates this instance has compiled (each mapping's text once; again only
+    /// when the text changes or the cache was emptied).
+    compilations: u64,
+}
+
+/// How many templates this instance (this thread, in native tests) has compiled.
+pub fn compilations() -> u64 {
+    CACHE.with(|c| c.borrow().compilations)
 }
 
 /// A mapping's templates: its body and, by position, its header values (`None`
@@ -141,20 +156,20 @@ pub struct Compiled {
 
 const MAX_CACHED_MAPPINGS: usize = 20_000;
 
-impl Cache {
-    /// The templates of `mapping`, found without allocating once it is known.
-    pub fn for_mapping(&mut self, mapping: &str) -> &mut MappingTemplates {
-        if !self.mappings.contains_key(mapping) {
-            if self.mappings.len() >= MAX_CACHED_MAPPINGS {
-                self.mappings.clear();
-            }
-            self.mappings
-                .insert(mapping.to_owned(), MappingTemplates::default());
+/// The templates of `mapping`, found without allocating once it is known.
+fn templates_of<'a>(
+    mappings: &'a mut HashMap<String, MappingTemplates>,
+    mapping: &str,
+) -> &'a mut MappingTemplates {
+    if !mappings.contains_key(mapping) {
+        if mappings.len() >= MAX_CACHED_MAPPINGS {
+            mappings.clear();
         }
-        self.mappings
-            .get_mut(mapping)
-            .expect("inserted above when missing")
+        mappings.insert(mapping.to_owned(), MappingTemplates::default());
     }
+    mappings
+        .get_mut(mapping)
+        .expect("inserted above when missing")
 }
 
 impl Compiled {
@@ -168,10 +183,12 @@ impl Compiled {
         })
     }
 
-    /// Leaves `slot` holding `text` compiled, compiling only when it changed.
-    fn refresh(slot: &mut Option<Compiled>, text: &str) -> Result<(), Error> {
+    /// Leaves `slot` holding `text` compiled, compiling only when it changed
+    /// (counted in `compiled`).
+    fn refresh(slot: &mut Option<Compiled>, text: &str, compiled: &mut u64) -> Result<(), Error> {
         if slot.as_ref().is_none_or(|c| c.text != text) {
             *slot = None;
+            *compiled += 1;
             *slot = Some(Compiled::new(text)?);
         }
         Ok(())
@@ -282,7 +299,10 @@ pub fn registry() -> &'static Handlebars<'static> {
 /// Compiles `text` after rewriting WireMock-only paths into this model's names.
 pub fn compile(text: &str) -> Result<Template, Error> {
     let text = rewrite_paths(text);
-    let mut t = Template::compile(&text).map_err(|e| Error(template_error(&e, &text)))?;
+    let mut t = match pieces::compile(&text, pieces::PIECE) {
+        Some(t) => t,
+        None => Template::compile(&text).map_err(|e| Error(template_error(&e, &text)))?,
+    };
     values_through_helper(&mut t);
     Ok(t)
 }

@@ -784,3 +784,153 @@ fn a_template_that_does_not_compile_is_described_on_one_line_saying_where() {
         "{mismatched}"
     );
 }
+
+/// A JSON body of about 250 KB with 540 `{{request.requestLine.baseUrl}}` in it, as
+/// mobile apps' UI-test mocks have (image and link URLs pointing back at the mock).
+pub(crate) fn big_json_template() -> String {
+    let mut s = String::from("{\"items\":[");
+    let mut i = 0;
+    while s.len() < 250_000 {
+        if i > 0 {
+            s.push(',');
+        }
+        if i < 540 {
+            s.push_str(&format!(
+                "{{\"id\":{i},\"title\":\"Item {i}\",\"imageUrl\":\"{{{{request.requestLine.baseUrl}}}}/images/{i}.png\",\"description\":\"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua, ut enim ad minim veniam\",\"price\":{i}.99,\"tags\":[\"a\",\"b\"]}}"
+            ));
+        } else {
+            s.push_str(&format!("{{\"id\":{i},\"title\":\"Item {i}\"}}"));
+        }
+        i += 1;
+    }
+    s.push_str("]}");
+    s
+}
+
+fn whole(text: &str) -> handlebars::Template {
+    handlebars::Template::compile(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// Every place this lexer could cut, tried at once (pieces of one byte): the
+/// pieces must give exactly what the whole text gives.
+fn same_in_pieces(text: &str) {
+    let Some(t) = pieces::compile(text, 1) else {
+        // Not cut: compiled whole, which is the reference.
+        return;
+    };
+    assert_eq!(
+        without_positions(&t),
+        without_positions(&whole(text)),
+        "{text}"
+    );
+}
+
+/// A template's elements, without the positions of the elements of its blocks
+/// (counted from the start of their piece, they are not compared).
+fn without_positions(t: &handlebars::Template) -> String {
+    let positions = regex::Regex::new(r"TemplateMapping\(\d+, \d+\)").expect("valid");
+    positions
+        .replace_all(&format!("{:?}", t.elements), "_")
+        .into_owned()
+}
+
+#[test]
+fn a_template_compiled_in_pieces_is_the_template_compiled_whole() {
+    let cases = [
+        "plain text, long enough to be cut in many places",
+        "a {{request.path}} b {{{request.body}}} c {{ {request.url} }} d",
+        "x {{~request.path~}} y\n  {{request.method ~}}   z  {{~ request.url}} w",
+        "{\n  \"a\": 1,\n  {{#if request.query.x}}\n  \"b\": \"{{request.query.x}}\",\n  {{else}}\n  \"b\": null,\n  {{/if}}\n  \"c\": 3\n}\n",
+        "head {{ #if (eq request.method 'GET') }}yes{{ else }}no{{ /if }} tail",
+        "{{#each request.query.tag}}[{{this}}]{{/each}} after {{#with request}}{{path}}{{/with}} end",
+        "k {{!-- a comment with }} and {{x}} in it --}} v {{! short }} w {{!--}} z --}} q",
+        "s {{jsonPath request.body '$.a}}b'}} t {{regexExtract request.path \"[a-z]+}}\" 'x'}} u",
+        "p {{request.headers.[X-Trace]}} {{lookup request.query 'tag'}} r",
+        "esc \\{{not a tag}} and {{request.path}} after",
+        "raw {{{{raw}}}} {{request.path}} {{{{/raw}}}} end",
+        "arr {{join (array 1 2 ']') ','}} end",
+        "obj {{toJson {\"a\": {\"b\": 1}}}} end",
+        "unicode é ü 日本 {{request.path}} ✓ end",
+        "windows\r\n{{#if request.path}}\r\nline\r\n{{/if}}\r\nend",
+        "mismatched {{#if a}} open",
+        "closed too often {{/if}} after a long plain run of text here",
+        "no text between tags {{request.path}}{{request.url}}{{request.method}}{{request.path}}{{request.url}}x{{request.path}}",
+        "{{request.path}} starts and ends with a tag, with a long run of plain text between {{request.url}}",
+    ];
+    for c in cases {
+        let text = rewrite_paths(c);
+        if handlebars::Template::compile(&text).is_ok() {
+            same_in_pieces(&text);
+        } else {
+            assert!(pieces::compile(&text, 1).is_none(), "{c}");
+        }
+    }
+    // Every template of the WireMock side-by-side fixtures.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let mut seen = 0;
+    for dir in ["templating", "templating-helpers", "templating-model"] {
+        let Ok(files) = std::fs::read_dir(root.join(dir).join("mappings")) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+            for body in text.split("\"body\"").skip(1) {
+                let Some(Value::String(b)) = serde_json::Deserializer::from_str(
+                    body.trim_start().trim_start_matches(':').trim_start(),
+                )
+                .into_iter::<Value>()
+                .next()
+                .and_then(Result::ok) else {
+                    continue;
+                };
+                let b = rewrite_paths(&b);
+                if handlebars::Template::compile(&b).is_ok() {
+                    same_in_pieces(&b);
+                    seen += 1;
+                }
+            }
+        }
+    }
+    assert!(seen > 50, "only {seen} fixture templates were read");
+}
+
+#[test]
+fn a_250_kb_template_is_compiled_in_pieces_and_renders_every_expression() {
+    let text = big_json_template();
+    let cuts = pieces::cuts(&rewrite_paths(&text), pieces::PIECE).expect("it is cut");
+    assert!(cuts.len() > 100, "{} cuts", cuts.len());
+    let out = render_for(&text, &http("GET", "/feed", &[], ""));
+    assert_eq!(out.matches("http://localhost:8080/images/").count(), 540);
+    assert!(serde_json::from_str::<Value>(&out).is_ok());
+    // The same, compiled whole, for a tenth of it (whole, it is slow: that is the point).
+    let tenth: String = {
+        let t = rewrite_paths(&text);
+        let end = t[..25_000].rfind(',').expect("a comma");
+        t[..end].to_owned()
+    };
+    let pieces = pieces::compile(&tenth, pieces::PIECE).expect("it is cut");
+    assert_eq!(
+        without_positions(&pieces),
+        without_positions(&whole(&tenth))
+    );
+}
+
+#[test]
+fn a_template_is_compiled_once_however_many_calls_render_it() {
+    let ctx = Context(types::CallContext {
+        mapping_id: "big".into(),
+        mapping_name: None,
+        parameters: "{}".into(),
+    });
+    let req = http("GET", "/feed", &[], "");
+    let mut resp = Response::http(200);
+    resp.set_body(big_json_template());
+    resp.set_header("location", "{{request.requestLine.baseUrl}}/feed");
+    let before = compilations();
+    for _ in 0..100 {
+        let out = ResponseTemplate::transform(&ctx, &req, resp.clone()).unwrap();
+        assert_eq!(out.headers()[0].1, "http://localhost:8080/feed");
+    }
+    // The body and the header, each once.
+    assert_eq!(compilations() - before, 2);
+}
