@@ -170,6 +170,64 @@ async fn global_response_templating_applies_to_every_stub() {
     server.shutdown().await;
 }
 
+/// A `jsonBody` of about 250 KB with 540 `{{request.requestLine.baseUrl}}` in it,
+/// as mobile apps' UI-test mocks have (image links pointing back at the mock). Its
+/// template used to take longer to compile than a call's deadline, so every
+/// request answered 500; now the first request, and every instance, answers 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_250_kb_template_answers_200_from_its_first_request_with_the_default_deadline() {
+    let mut items = Vec::new();
+    let mut size = 0;
+    let mut i = 0;
+    while size < 250_000 {
+        let item = if i < 540 {
+            json!({"id": i, "title": format!("Item {i}"),
+                   "imageUrl": format!("{{{{request.requestLine.baseUrl}}}}/images/{i}.png"),
+                   "description": "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua",
+                   "price": f64::from(i) + 0.99, "tags": ["a", "b"]})
+        } else {
+            json!({"id": i, "title": format!("Item {i}")})
+        };
+        size += item.to_string().len() + 1;
+        items.push(item);
+        i += 1;
+    }
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/feed"},
+         "response": {"status": 200, "jsonBody": {"items": items},
+                      "transformers": ["response-template"]}}
+    ]));
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let check = |a: crate::common::Answer| {
+        assert_eq!(a.status, 200, "{}", &a.body[..a.body.len().min(2000)]);
+        let v: Value = serde_json::from_str(&a.body).expect("JSON");
+        let items = v["items"].as_array().expect("items");
+        let urls: Vec<&str> = items
+            .iter()
+            .filter_map(|i| i["imageUrl"].as_str())
+            .collect();
+        assert_eq!(urls.len(), 540);
+        assert_eq!(urls[7], format!("http://{addr}/images/7.png"));
+    };
+    check(get(addr, "/feed").await);
+    // Many at once: new instances are made, and each answers its first call.
+    let calls: Vec<_> = (0..12)
+        .map(|_| tokio::spawn(async move { get(addr, "/feed").await }))
+        .collect();
+    for c in calls {
+        check(c.await.unwrap());
+    }
+    let metrics = get(addr, "/__admin/metrics").await.body;
+    for counter in ["decoy_plugin_failures_total", "decoy_plugin_timeouts_total"] {
+        let line = format!("{counter}{{plugin=\"response-template\"}} ");
+        for l in metrics.lines().filter(|l| l.starts_with(&line)) {
+            assert_eq!(l, format!("{line}0"), "{metrics}");
+        }
+    }
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_root_without_plugin_references_never_starts_the_wasm_engine() {
     let mut files: Vec<(String, String)> = (0..100)

@@ -783,6 +783,18 @@ fn a_template_that_does_not_compile_is_described_on_one_line_saying_where() {
         mismatched.starts_with("bad template: helper \"each\" was opened, but \"if\" is closing"),
         "{mismatched}"
     );
+    // Far into a large template (compiled in pieces), the position is the true one.
+    let mut big: String = big_json_template().chars().take(30_000).collect();
+    let at = big.len();
+    big.push_str("\n  \"x\": \"{{request..path}}\"\n}");
+    let late = message(&big);
+    assert!(pieces::cuts(&big, pieces::PIECE).is_some());
+    assert!(
+        late.starts_with(
+            "bad template: invalid Handlebars syntax at line 2, column 19, near \".path}}\"\""
+        ),
+        "{late} (the text before is {at} bytes)"
+    );
 }
 
 /// A JSON body of about 250 KB with 540 `{{request.requestLine.baseUrl}}` in it, as
