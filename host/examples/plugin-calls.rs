@@ -9,7 +9,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use decoy_core::plugins::{http_request_for, mq_request};
+use decoy_core::plugins::http_request_for;
+use decoy_mq::runtime::message_request;
 use decoy_plugin_host::{Plugins, wit};
 use decoy_spec::request::RequestSnapshot;
 
@@ -99,7 +100,7 @@ fn main() {
         body.push('x');
     }
     body.push_str("</note></quoteRequest>");
-    let mq = mq_request(
+    let mq = message_request(
         "REQ",
         Some("REPLY"),
         Some("ID1"),

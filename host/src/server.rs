@@ -18,6 +18,7 @@ use decoy_core::engine::Engine;
 use decoy_core::journal::Journal;
 use decoy_core::mapping::load::{LoadReport, load_root_with};
 use decoy_core::metrics::Metrics;
+use decoy_core::serve::{Outcomes, Serve};
 use decoy_core::store::Store;
 
 #[derive(Debug, Clone)]
@@ -132,6 +133,10 @@ impl Default for ServeOptions {
         }
     }
 }
+
+/// The `*.json` files directly in the root that transports read (their
+/// configuration): the stub loader leaves them alone.
+pub const TRANSPORT_ROOT_FILES: &[&str] = &decoy_mq::config::CONNECTION_FILES;
 
 /// A started server. Dropping it does not stop it; call [`Running::shutdown`].
 #[derive(Debug)]
@@ -300,7 +305,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         p.set_shared_kv(s.clone());
     }
     let load_ctx = ctx.clone();
-    let report = tokio::task::spawn_blocking(move || load_root_with(&root, &load_ctx))
+    let report =
+        tokio::task::spawn_blocking(move || load_root_with(&root, &load_ctx, TRANSPORT_ROOT_FILES))
         .await
         .context("loading mappings")?
         .with_context(|| format!("cannot load mappings from {}", opts.root_dir.display()))?;
@@ -357,6 +363,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         store.upsert(mapping);
     }
     let metrics = Arc::new(Metrics::default());
+    // Registered first: the metrics list HTTP's rows before the brokers'.
+    let http_metrics = metrics.transport(http::TRANSPORT);
     // One outbound client for proxy stubs, recording and webhooks: one pool, and the
     // target rules applied to every request decoy makes of its own.
     let outbound = Arc::new(crate::http::client::Outbound::new(
@@ -449,15 +457,17 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     tracing::info!("accepting at most {max_connections} connections at once");
     let services = Arc::new(Services {
         connections: http::conns::ConnLimit::new(max_connections),
-        engine: engine.clone(),
-        journal,
-        metrics: metrics.clone(),
+        serve: Serve::new(
+            engine.clone(),
+            journal,
+            Outcomes::new(http_metrics, Some(webhooks)),
+            recorder,
+            opts.http.verbose,
+        ),
         proxy,
         admin: Some(admin.clone()),
         web_root: Some(decoy_core::mapping::load::files_dir(&opts.root_dir)),
         cfg: opts.http.clone(),
-        recorder,
-        webhooks,
     });
     let stub_role = if opts.admin_port.is_some() {
         Role::Stubs

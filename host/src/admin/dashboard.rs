@@ -102,7 +102,7 @@ struct Side {
 }
 
 impl Side {
-    fn of(transports: &[&TransportMetrics]) -> Side {
+    fn of<'a>(transports: impl Iterator<Item = &'a TransportMetrics>) -> Side {
         let mut side = Side {
             latency: vec![0; latency::BUCKETS],
             ..Side::default()
@@ -200,9 +200,12 @@ impl Admin {
                 plugin_failures += p.stats.failures.load(Relaxed);
             }
         }
+        // HTTP in one column, every other transport (the brokers') in the other.
+        let transports = m.transports();
+        let http = |name: &str| name == crate::http::TRANSPORT;
         Counters {
-            http: Side::of(&[&m.http]),
-            mq: Side::of(&[&m.amqp, &m.ibm_mq]),
+            http: Side::of(transports.iter().filter(|(n, _)| http(n)).map(|(_, t)| &**t)),
+            mq: Side::of(transports.iter().filter(|(n, _)| !http(n)).map(|(_, t)| &**t)),
             plugin_calls,
             plugin_failures,
         }

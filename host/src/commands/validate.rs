@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use decoy_core::mapping::load::{load_root, shadowed_stubs};
+use decoy_core::mapping::ParseContext;
+use decoy_core::mapping::load::{load_root_with, shadowed_stubs};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -19,7 +20,8 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let mut report = load_root(&args.root_dir)
+    let ctx = ParseContext::for_root(&args.root_dir);
+    let mut report = load_root_with(&args.root_dir, &ctx, crate::server::TRANSPORT_ROOT_FILES)
         .with_context(|| format!("cannot load mappings from {}", args.root_dir.display()))?;
     // Beyond WireMock, which serves such roots silently: stubs that can never answer.
     let shadowed = shadowed_stubs(&report.mappings);

@@ -1,18 +1,20 @@
 //! The HTTP transport: hyper 1 on tokio, HTTP/1.1 keep-alive and HTTP/2 (h2c with prior
 //! knowledge on the plain port, ALPN on the TLS port).
 //!
-//! A request is read whole (up to `max_body` bytes, else 413), snapshotted, handed to
-//! the engine, and the returned plan is carried out: a `tokio::time::sleep` for delays
-//! (a timer, not a thread, so 10,000 delayed requests cost only memory), a timed body
-//! for dribbles, and [`fault::FaultIo`] for faults. No lock is held across any await.
+//! A stubbed request goes through the serve step every transport shares
+//! ([`decoy_core::serve`]); [`handle`] names its steps. This module does the HTTP
+//! parts around it: it **decodes** (the body read whole, up to `max_body` bytes, else
+//! 413; `/__admin` to the [`Admin`] API unless it moved to its own port; CORS
+//! preflights; then a [`RequestSnapshot`]), **forwards** what a stub proxies through
+//! its outbound [`ProxyClient`], and **encodes** the answer: CORS headers, the web root
+//! for a GET no stub matched, the delay as a `tokio::time::sleep` (a timer, not a
+//! thread, so 10,000 delayed requests cost only memory), a timed body for dribbles,
+//! and [`fault::FaultIo`] for faults. No lock is held across any await.
 //!
-//! Requests under `/__admin` go to the [`Admin`] API instead (unless it was moved to
-//! its own port). Every stubbed request is counted in [`Metrics`] and, unless the
-//! journal is off, recorded in the [`Journal`]; both cost a few atomic operations and
-//! one short lock, measured in `docs/performance.md`. While the journal is on, HTTP/1
-//! connections are read through [`heads::HeadIo`], which notes how header names were
-//! spelled for the journal to show. A stub's webhooks are handed to
-//! [`crate::webhooks`] with the request, and wait until hyper is done with the body.
+//! While the journal is on, HTTP/1 connections are read through [`heads::HeadIo`],
+//! which notes how header names were spelled for the journal to show. A stub's
+//! webhooks are handed off with the request, and wait until hyper is done with the
+//! body.
 
 pub mod body;
 pub mod client;
@@ -31,7 +33,7 @@ pub mod webroot;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, Version};
@@ -46,16 +48,15 @@ use tokio::sync::watch;
 
 use crate::admin::{Admin, AdminRequest};
 use body::ResponseBody;
-use decoy_core::engine::{Engine, Outcome};
-use decoy_core::journal::{Journal, ServeEvent};
-use decoy_core::metrics::Metrics;
-use decoy_core::webhooks::{Fired, WebhookSink};
+use decoy_core::serve::{Arrival, Forwarded, Recorded, Serve};
 use decoy_spec::header_case::HeaderCase;
-use decoy_spec::plan::ResponsePlan;
-use decoy_spec::plan::text_plan;
+use decoy_spec::plan::{ProxySpec, ResponsePlan, text_plan};
 use decoy_spec::request::RequestSnapshot;
 use fault::{FaultIo, FaultSlot};
 use proxy::ProxyClient;
+
+/// The transport's name: the `transport` label of its metrics.
+pub const TRANSPORT: &str = "http";
 
 /// Default request body limit (16 MiB).
 pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
@@ -103,24 +104,23 @@ impl Default for HttpConfig {
     }
 }
 
-/// What every listener shares: the engine and the runtime records around it.
+/// HTTP's serve step: the engine, the journal, this transport's counters, webhooks
+/// and `--record-mappings`.
+pub type HttpServe = Serve<crate::webhooks::WebhookSender, Arc<recorder::Recorder>>;
+
+/// What every listener shares: the serve step and what the transport itself needs.
 #[derive(Debug)]
 pub struct Services {
-    pub engine: Arc<Engine>,
-    pub journal: Arc<Journal>,
-    pub metrics: Arc<Metrics>,
+    pub serve: HttpServe,
+    /// The outbound client proxied requests go through.
     pub proxy: ProxyClient,
     /// The admin API (`None` in the few tests that run without one).
     pub admin: Option<Arc<Admin>>,
     /// `__files`, served as a web root to GETs no stub matches (`None`: not served).
     pub web_root: Option<std::path::PathBuf>,
     pub cfg: HttpConfig,
-    /// `--record-mappings`: every proxied answer is written as a mapping file.
-    pub recorder: Option<Arc<recorder::Recorder>>,
     /// Open connections across every listener, against `--max-connections`.
     pub connections: Arc<conns::ConnLimit>,
-    /// Sends the webhooks of the stubs that have some.
-    pub webhooks: crate::webhooks::WebhookSender,
 }
 
 /// What a listener answers.
@@ -218,7 +218,7 @@ pub async fn serve(
             None => {
                 let fault = Arc::new(FaultSlot::default());
                 let mut conn = conn("http", fault.clone());
-                conn.heads = services.journal.enabled().then(Arc::default);
+                conn.heads = services.serve.journal().enabled().then(Arc::default);
                 let io = TokioIo::new(heads::HeadIo::new(
                     conns::Tracked::new(FaultIo::new(stream, fault), activity.clone()),
                     conn.heads.clone(),
@@ -258,7 +258,7 @@ pub async fn serve(
                         Err(_) => return,
                     };
                     // Names are lower case on an HTTP/2 connection: nothing to read.
-                    let scan = conn.services.journal.enabled()
+                    let scan = conn.services.serve.journal().enabled()
                         && tls.get_ref().1.alpn_protocol() != Some(b"h2");
                     conn.heads = scan.then(Arc::default);
                     let io = TokioIo::new(heads::HeadIo::new(
@@ -311,6 +311,8 @@ fn service(
     })
 }
 
+/// One request: decode, answer, forward (a proxy stub), record, encode, delay or
+/// fault, hand off the webhooks.
 async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let services = &conn.services;
     let version = req.version();
@@ -405,6 +407,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         .stub_cors
         .then(|| parts.headers.get(http::header::ORIGIN).cloned());
 
+    // Decode: the request as the serve step sees it.
     let mut snap = RequestSnapshot::new(parts.method.as_str(), url);
     snap.scheme = conn.scheme;
     snap.client_addr = Some(conn.peer);
@@ -412,113 +415,33 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     snap.header_case = header_case;
     let snap = snap.with_headers(parts.headers).with_body(body);
 
-    let outcome = services.engine.respond_async(&snap).await;
-    if services.cfg.verbose {
-        match &outcome {
-            Outcome::Matched { mapping, plan, .. } => {
-                tracing::info!(
-                    "{} {} -> {} {}",
-                    snap.method,
-                    snap.url,
-                    plan.status,
-                    mapping.label()
-                )
-            }
-            Outcome::NotMatched { .. } => {
-                tracing::info!("{} {} -> 404 (no mapping matched)", snap.method, snap.url)
-            }
-        }
-    }
-    let (mapping, mut plan, stats) = match outcome {
-        Outcome::Matched {
-            mapping,
-            plan,
-            stats,
-        } => (Some(mapping), plan, Some(stats)),
-        Outcome::NotMatched { plan } => (None, plan, None),
-    };
-    let unmatched = mapping.is_none();
-    let transport = &services.metrics.http;
-    transport.count(!unmatched);
-
-    let proxied = plan.proxy.is_some();
-    let mut upstream_case = None;
-    if let Some(spec) = plan.proxy.take() {
-        match services.proxy.forward(&spec, &snap).await {
-            Ok(up) => {
-                plan.status = up.status;
-                plan.headers = Arc::from(up.headers);
-                plan.body = up.body;
-                upstream_case = up.header_case;
-            }
-            Err(proxy::ProxyError::Failed(message)) => {
-                tracing::warn!("{message}");
-                let delay = plan.delay;
-                plan = text_plan(500, message);
-                plan.delay = delay;
-            }
-            Err(proxy::ProxyError::Denied) => {
-                tracing::warn!(
-                    "a proxied request to {} was refused by --allow-proxy-targets / --deny-proxy-targets",
-                    spec.target(&snap.url)
-                );
-                let delay = plan.delay;
-                plan = text_plan(500, targets::DENIED.to_owned());
-                // WireMock's exact header for this answer.
-                plan.headers = Arc::from(vec![(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("text/plain"),
-                )]);
-                plan.delay = delay;
-            }
-        }
-    }
-    if proxied && let Some(recorder) = &services.recorder {
-        recorder.record(&snap, &plan, upstream_case.as_ref());
+    let serve = &services.serve;
+    let mut exchange = serve.answer(&snap).await;
+    if let Some(spec) = exchange.take_proxy() {
+        let got = forward(&services.proxy, &spec, &snap).await;
+        serve.forwarded(&mut exchange, &snap, got);
     }
     if let Some(origin) = cors_origin {
-        cors::decorate(&mut plan, origin, mapping.is_some());
+        let matched = exchange.matched();
+        cors::decorate(&mut exchange.plan, origin, matched);
     }
-    // The request as the webhooks' templates see it, taken before the journal keeps it.
-    let webhooks = mapping.as_ref().and_then(|m| {
-        let hooks = m.webhooks.clone()?;
-        Some(Fired {
-            hooks,
-            mapping_id: m.id.clone(),
-            mapping: m.label(),
-            request: decoy_core::plugins::http_request_for(&snap, m.request.path_parameters(&snap)),
-            after: None,
-        })
-    });
-    let process_time = read_at.elapsed();
-    transport.observe(process_time);
-    let now = SystemTime::now();
-    if let Some(stats) = stats {
-        stats.record(process_time, now);
-    }
-    if services.journal.enabled() {
-        services.journal.record(ServeEvent {
-            id: services.journal.next_id(),
-            logged_at: now,
-            request: snap.into_compact(),
+    let Recorded {
+        mut plan,
+        matched,
+        webhooks,
+    } = serve.record(
+        exchange,
+        snap,
+        Arrival {
+            read_at,
             protocol: protocol_name(version),
             local_port: conn.local_port,
-            mapping,
-            proxied,
-            status: plan.status,
-            response_headers: Some(plan.headers.clone()),
-            response_header_case: upstream_case,
-            response_body: Some(plan.body.clone()),
-            added_delay: plan.delay,
-            process_time,
-            request_body_size: None,
-            response_body_size: None,
-        });
-    }
+        },
+    );
 
     // A GET no stub matched may name a file under `__files`. It stays an unmatched
     // request in the journal and metrics, as in WireMock.
-    if unmatched
+    if !matched
         && parts.method == http::Method::GET
         && let Some(root) = &services.web_root
         && let Some(file) = webroot::answer(root, parts.uri.path())
@@ -548,10 +471,40 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             fired.after = Some(Box::pin(async move {
                 let _ = out.await;
             }));
-            services.webhooks.fire(fired);
+            serve.hand_off(fired);
             resp.map(|body| ResponseBody::Then(Box::new(body), done))
         }
         None => resp,
+    }
+}
+
+/// Forwards a request its stub proxies through the outbound client, and says what
+/// came back as the serve step takes it.
+async fn forward(proxy: &ProxyClient, spec: &ProxySpec, snap: &RequestSnapshot) -> Forwarded {
+    match proxy.forward(spec, snap).await {
+        Ok(up) => Forwarded::Answer {
+            status: up.status,
+            headers: up.headers,
+            body: up.body,
+            header_case: up.header_case,
+        },
+        Err(proxy::ProxyError::Failed(message)) => {
+            tracing::warn!("{message}");
+            Forwarded::Failed(text_plan(500, message))
+        }
+        Err(proxy::ProxyError::Denied) => {
+            tracing::warn!(
+                "a proxied request to {} was refused by --allow-proxy-targets / --deny-proxy-targets",
+                spec.target(&snap.url)
+            );
+            let mut plan = text_plan(500, targets::DENIED.to_owned());
+            // WireMock's exact header for this answer.
+            plan.headers = Arc::from(vec![(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain"),
+            )]);
+            Forwarded::Failed(plan)
+        }
     }
 }
 

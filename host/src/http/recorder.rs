@@ -34,6 +34,12 @@ pub struct Recorder {
     seen: Mutex<HashSet<String>>,
 }
 
+impl decoy_core::serve::Recording for Recorder {
+    fn proxied(&self, req: &RequestSnapshot, plan: &ResponsePlan, case: Option<&HeaderCase>) {
+        self.record(req, plan, case)
+    }
+}
+
 impl Recorder {
     pub fn new(root: &std::path::Path, match_headers: Vec<String>) -> Recorder {
         Recorder {

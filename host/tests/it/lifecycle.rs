@@ -415,6 +415,77 @@ async fn the_journal_keeps_only_the_newest_entries_and_can_be_turned_off() {
 }
 
 #[tokio::test]
+async fn metrics_list_every_transport_by_its_label_in_the_same_families_as_ever() {
+    let dir = crate::common::root(&[("mappings/a.json", &stub("/a", "a"))]);
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    get(addr, "/a").await;
+    get(addr, "/missing").await;
+    let m = get(addr, "/__admin/metrics").await;
+    let rows = |family: &str| -> Vec<String> {
+        m.body
+            .lines()
+            .filter(|l| l.starts_with(family) && !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect()
+    };
+    // Every transport is listed (the brokers too, with nothing configured), HTTP first.
+    assert_eq!(
+        rows("decoy_requests_total{"),
+        [
+            r#"decoy_requests_total{transport="http",outcome="matched"} 1"#,
+            r#"decoy_requests_total{transport="http",outcome="unmatched"} 1"#,
+            r#"decoy_requests_total{transport="amqp",outcome="matched"} 0"#,
+            r#"decoy_requests_total{transport="amqp",outcome="unmatched"} 0"#,
+            r#"decoy_requests_total{transport="ibm-mq",outcome="matched"} 0"#,
+            r#"decoy_requests_total{transport="ibm-mq",outcome="unmatched"} 0"#,
+        ],
+        "{}",
+        m.body
+    );
+    assert_eq!(
+        rows("decoy_mq_panics_total{"),
+        [
+            r#"decoy_mq_panics_total{transport="amqp",task="receiver"} 0"#,
+            r#"decoy_mq_panics_total{transport="amqp",task="sender"} 0"#,
+            r#"decoy_mq_panics_total{transport="ibm-mq",task="receiver"} 0"#,
+            r#"decoy_mq_panics_total{transport="ibm-mq",task="sender"} 0"#,
+        ],
+        "{}",
+        m.body
+    );
+    assert_eq!(
+        rows("decoy_processing_seconds_count{"),
+        [
+            r#"decoy_processing_seconds_count{transport="http"} 2"#,
+            r#"decoy_processing_seconds_count{transport="amqp"} 0"#,
+            r#"decoy_processing_seconds_count{transport="ibm-mq"} 0"#,
+        ],
+        "{}",
+        m.body
+    );
+    // Each family's help and type once, families in the order they always came.
+    let families: Vec<&str> = m
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .take(5)
+        .collect();
+    assert_eq!(
+        families,
+        [
+            "decoy_requests_total",
+            "decoy_mapping_requests_total",
+            "decoy_mq_panics_total",
+            "decoy_processing_seconds",
+            "decoy_webhooks_total",
+        ]
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn metrics_count_requests_per_mapping_and_transport_across_reloads() {
     let dir = crate::common::root(&[(
         "mappings/a.json",

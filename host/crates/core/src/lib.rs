@@ -3,7 +3,11 @@
 //!
 //! - [`mapping`]: the immutable [`Mapping`](mapping::Mapping) parsed from JSON (every
 //!   error names the file, the stub and the field) and the root-directory
-//!   [`loader`](mapping::load), shared by HTTP and MQ mappings.
+//!   [`loader`](mapping::load), shared by stub files and transports' own mapping
+//!   files.
+//! - [`serve`]: the serve step every transport shares: answer (match, plan,
+//!   transform), the report of a proxied request, and the record of the outcome
+//!   (metrics, journal, recording, webhooks); a transport decodes, encodes, delays.
 //! - [`engine`]: the live mapping set (swapped atomically on reload), the candidate
 //!   index, scenario states, and the "not matched" report.
 //! - [`store`]: mapping sources (files, the admin API), each file's last good version,
@@ -26,7 +30,9 @@
 //!   transports hand served requests to.
 //!
 //! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`. Must not
-//! depend on: transports (HTTP, MQ), the admin API, the binary.
+//! depend on: transports, the admin API, the binary; and names none of them: a
+//! transport registers its metrics under its own name and tells the loader which
+//! root files are its own.
 
 pub mod engine;
 pub mod filenames;
@@ -36,6 +42,7 @@ pub mod mapping;
 pub mod metrics;
 pub mod paths;
 pub mod plugins;
+pub mod serve;
 pub mod shared;
 pub mod store;
 pub mod stub_files;

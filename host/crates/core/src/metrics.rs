@@ -5,6 +5,12 @@
 //! enough to leave on (measured in docs/performance.md). Per-mapping counters live in
 //! [`MappingStats`], shared by a mapping and its reloaded successors (same id), so a
 //! reload does not reset them.
+//!
+//! [`Metrics`] knows no transport by name: a transport registers under its name
+//! ([`Metrics::transport`]) and gets its [`TransportMetrics`], which it keeps and
+//! counts into without a lookup; the name is the `transport` label. A transport with
+//! mappings of its own format lists their counters with [`Metrics::set_mappings`],
+//! and one with figures of its own adds a [`Section`] to the exposition.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,10 +76,6 @@ thread_local! {
 #[derive(Debug, Default)]
 pub struct TransportMetrics {
     shards: [Shard; SHARDS],
-    /// MQ: receiver and sender tasks (or a message's handling in them) that panicked
-    /// and were restarted. A bug; each is listed by `/__admin/problems` too.
-    pub receiver_panics: AtomicU64,
-    pub sender_panics: AtomicU64,
 }
 
 impl TransportMetrics {
@@ -153,8 +155,9 @@ pub struct MappingStats {
 }
 
 impl MappingStats {
-    /// Notes one answer's processing time, given at `now`.
+    /// Notes one answer, which took `process` and was given at `now`.
     pub fn record(&self, process: Duration, now: std::time::SystemTime) {
+        self.served.fetch_add(1, Ordering::Relaxed);
         let nanos = process.as_nanos().min(u64::MAX as u128) as u64;
         self.latency_nanos.fetch_add(nanos, Ordering::Relaxed);
         let millis = now
@@ -164,8 +167,15 @@ impl MappingStats {
     }
 }
 
-/// The per-mapping counters of MQ mappings: (id, name, counters).
-pub type MqMappingStats = Vec<(Arc<str>, Option<Arc<str>>, Arc<MappingStats>)>;
+/// The per-mapping counters of mappings served outside the engine (a transport's
+/// own mapping format): (id, name, counters).
+pub type MappingStatsList = Vec<(Arc<str>, Option<Arc<str>>, Arc<MappingStats>)>;
+
+/// Lines a transport adds to the exposition (its own metric families), rendered
+/// after the per-mapping counters.
+pub trait Section: Send + Sync + std::fmt::Debug {
+    fn render(&self, out: &mut String);
+}
 
 /// What became of webhooks, by outcome, and what is waiting now.
 #[derive(Debug, Default)]
@@ -250,35 +260,69 @@ impl WebhookMetrics {
     }
 }
 
+/// Every transport's counters, the webhooks' outcomes, and what transports add.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    pub http: TransportMetrics,
-    pub amqp: Arc<TransportMetrics>,
-    pub ibm_mq: Arc<TransportMetrics>,
+    /// The registered transports, in registration order (the order they are
+    /// rendered in). Read by the exposition and the dashboard's sampler, never on a
+    /// request: a transport keeps its own `Arc`.
+    transports: Mutex<Vec<(&'static str, Arc<TransportMetrics>)>>,
     pub webhooks: WebhookMetrics,
-    /// Set when the MQ runtime starts.
-    mq_mappings: Mutex<MqMappingStats>,
+    /// Counters of mappings served outside the engine, by the transport (or family
+    /// of transports) that serves them; replaced on each of its reloads.
+    mappings: Mutex<Vec<(&'static str, MappingStatsList)>>,
+    /// Metric families transports add.
+    sections: Mutex<Vec<Arc<dyn Section>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Metrics {
-    pub fn set_mq_mappings(&self, list: MqMappingStats) {
-        *self.mq_mappings.lock().unwrap_or_else(|p| p.into_inner()) = list;
+    /// The counters of the transport named `name` (the `transport` label), created
+    /// the first time it is asked for. A transport asks once, when it starts, and
+    /// keeps the `Arc`; its rows are rendered from then on, zero until it serves.
+    pub fn transport(&self, name: &'static str) -> Arc<TransportMetrics> {
+        let mut list = lock(&self.transports);
+        if let Some((_, m)) = list.iter().find(|(n, _)| *n == name) {
+            return m.clone();
+        }
+        let m = Arc::new(TransportMetrics::default());
+        list.push((name, m.clone()));
+        m
     }
 
-    /// The Prometheus text exposition; `mappings` yields (id, name, stats).
+    /// The registered transports and their counters, in registration order.
+    pub fn transports(&self) -> Vec<(&'static str, Arc<TransportMetrics>)> {
+        lock(&self.transports).clone()
+    }
+
+    /// Replaces the counters of the mappings `owner` serves outside the engine.
+    pub fn set_mappings(&self, owner: &'static str, list: MappingStatsList) {
+        let mut all = lock(&self.mappings);
+        match all.iter_mut().find(|(o, _)| *o == owner) {
+            Some((_, l)) => *l = list,
+            None => all.push((owner, list)),
+        }
+    }
+
+    /// Adds a transport's own metric families to the exposition.
+    pub fn add_section(&self, section: Arc<dyn Section>) {
+        lock(&self.sections).push(section);
+    }
+
+    /// The Prometheus text exposition; `mappings` yields the engine's mappings as
+    /// (id, name, stats).
     pub fn render<'a>(
         &self,
         mappings: impl Iterator<Item = (&'a str, Option<&'a str>, &'a MappingStats)>,
     ) -> String {
         let mut out = String::new();
+        let transports = self.transports();
         out.push_str("# HELP decoy_requests_total Requests answered, by transport and outcome.\n");
         out.push_str("# TYPE decoy_requests_total counter\n");
-        let transports = [
-            ("http", &self.http),
-            ("amqp", &*self.amqp),
-            ("ibm-mq", &*self.ibm_mq),
-        ];
-        for (transport, m) in transports {
+        for (transport, m) in &transports {
             for (outcome, n) in [
                 ("matched", m.matched_total()),
                 ("unmatched", m.unmatched_total()),
@@ -303,33 +347,20 @@ impl Metrics {
         for (id, name, stats) in mappings {
             line(&mut out, id, name, stats);
         }
-        for (id, name, stats) in self
-            .mq_mappings
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            line(&mut out, id, name.as_deref(), stats);
-        }
-        out.push_str("# HELP decoy_mq_panics_total MQ receiver and sender tasks that panicked and were restarted (a bug: /__admin/problems says where).\n");
-        out.push_str("# TYPE decoy_mq_panics_total counter\n");
-        for (transport, m) in &transports[1..] {
-            for (task, n) in [
-                ("receiver", &m.receiver_panics),
-                ("sender", &m.sender_panics),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "decoy_mq_panics_total{{transport=\"{transport}\",task=\"{task}\"}} {}",
-                    n.load(Ordering::Relaxed)
-                );
+        for (_, list) in lock(&self.mappings).iter() {
+            for (id, name, stats) in list {
+                line(&mut out, id, name.as_deref(), stats);
             }
+        }
+        let sections = lock(&self.sections).clone();
+        for s in sections {
+            s.render(&mut out);
         }
         out.push_str(
             "# HELP decoy_processing_seconds Time from request read to response written, without configured delays.\n",
         );
         out.push_str("# TYPE decoy_processing_seconds histogram\n");
-        for (transport, m) in transports {
+        for (transport, m) in &transports {
             m.render_histogram(
                 &mut out,
                 "decoy_processing_seconds",
@@ -470,9 +501,10 @@ mod tests {
     #[test]
     fn histogram_buckets_are_cumulative() {
         let m = Metrics::default();
-        m.http.observe(Duration::from_micros(10));
-        m.http.observe(Duration::from_micros(300));
-        m.http.observe(Duration::from_secs(5));
+        let http = m.transport("http");
+        http.observe(Duration::from_micros(10));
+        http.observe(Duration::from_micros(300));
+        http.observe(Duration::from_secs(5));
         let stats = MappingStats::default();
         stats.served.fetch_add(2, Ordering::Relaxed);
         let text = m.render([("id-1", Some("a \"b\""), &stats)].into_iter());
@@ -494,15 +526,55 @@ mod tests {
             ),
             "{text}"
         );
-        m.amqp.sender_panics.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn transports_are_rendered_by_the_name_they_registered_in_registration_order() {
+        let m = Metrics::default();
+        let http = m.transport("http");
+        let grpc = m.transport("grpc");
+        assert!(Arc::ptr_eq(&http, &m.transport("http")));
+        http.count(true);
+        grpc.count(false);
+        grpc.count(false);
+        let text = m.render(std::iter::empty());
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("decoy_requests_total"))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "decoy_requests_total{transport=\"http\",outcome=\"matched\"} 1",
+                "decoy_requests_total{transport=\"http\",outcome=\"unmatched\"} 0",
+                "decoy_requests_total{transport=\"grpc\",outcome=\"matched\"} 0",
+                "decoy_requests_total{transport=\"grpc\",outcome=\"unmatched\"} 2",
+            ]
+        );
+        assert!(text.contains("decoy_processing_seconds_count{transport=\"grpc\"} 0"));
+    }
+
+    #[test]
+    fn a_transports_own_mappings_and_sections_are_rendered() {
+        #[derive(Debug)]
+        struct Panics;
+        impl Section for Panics {
+            fn render(&self, out: &mut String) {
+                out.push_str("decoy_x_total 7\n");
+            }
+        }
+        let m = Metrics::default();
+        let stats = Arc::new(MappingStats::default());
+        stats.served.fetch_add(3, Ordering::Relaxed);
+        m.set_mappings("queues", vec![(Arc::from("q-1"), None, stats.clone())]);
+        m.add_section(Arc::new(Panics));
         let text = m.render(std::iter::empty());
         assert!(
-            text.contains("decoy_mq_panics_total{transport=\"amqp\",task=\"sender\"} 1"),
+            text.contains("decoy_mapping_requests_total{mapping_id=\"q-1\",mapping_name=\"\"} 3"),
             "{text}"
         );
-        assert!(
-            text.contains("decoy_mq_panics_total{transport=\"ibm-mq\",task=\"receiver\"} 0"),
-            "{text}"
-        );
+        assert!(text.contains("decoy_x_total 7\n"), "{text}");
+        m.set_mappings("queues", Vec::new());
+        assert!(!m.render(std::iter::empty()).contains("q-1"));
     }
 }

@@ -1,8 +1,8 @@
 //! Where plugins meet mappings: a `customMatcher` in a request pattern, the
-//! `transformers` chain on a response (HTTP and MQ), and the plugin's view of a
-//! request. The plugin runtime below (`decoy-plugin-host`) knows nothing of HTTP or
+//! `transformers` chain on a response (an HTTP response or a message reply, as the
+//! plugin interface has them), and the plugin's view of an HTTP request. The plugin runtime below (`decoy-plugin-host`) knows nothing of HTTP or
 //! mappings; this module adapts the two, and [`Transformers::run`] is the one place
-//! that decides what a failed chain means, for both transports.
+//! that decides what a failed chain means, for every transport.
 
 use std::sync::Arc;
 
@@ -573,25 +573,6 @@ fn set_fields<K: AsRef<str>, V: AsRef<str>>(
     dst.truncate(n);
 }
 
-/// The plugin's view of a message (it has no client address).
-pub fn mq_request(
-    destination: &str,
-    reply_to: Option<&str>,
-    message_id: Option<&str>,
-    correlation_id: Option<&str>,
-    properties: Vec<(String, String)>,
-    body: &[u8],
-) -> PluginRequest {
-    PluginRequest::from(wit::Request::Mq(wit::MqMessage {
-        destination: destination.to_owned(),
-        reply_to: reply_to.map(str::to_owned),
-        message_id: message_id.map(str::to_owned),
-        correlation_id: correlation_id.map(str::to_owned),
-        properties,
-        body: body.to_vec(),
-    }))
-}
-
 /// Why a stub whose `customMatcher` names `name`, which no plugin provides, is loaded
 /// but never matches, and what to use instead for the WireMock extensions met in real
 /// roots.
@@ -662,8 +643,6 @@ mod tests {
             Some("192.0.2.7")
         );
         assert_eq!(client_ip_of(None), None);
-        let mq = mq_request("Q", None, None, None, Vec::new(), b"x");
-        assert_eq!(mq.client_ip, None);
     }
 
     fn snapshot(

@@ -1,4 +1,4 @@
-//! WireMock's webhooks: a stub (or an MQ mapping) that names the `webhook` serve-event
+//! WireMock's webhooks: a stub (or a transport's own mapping) that names the `webhook` serve-event
 //! listener sends an HTTP request of its own once it has answered.
 //!
 //! This module owns what is transport-neutral: reading the definitions as WireMock
@@ -7,8 +7,9 @@
 //! `response-template` plugin (WireMock always templates webhooks, with the request
 //! as `originalRequest` and the webhook's own parameters as `parameters`). Sending is
 //! behind [`WebhookSink`]: the `decoy` crate implements it with its pooled HTTP
-//! client, and both transports hand it what they served, the HTTP side once the
-//! response was written, the MQ side once the reply was confirmed.
+//! client, and transports hand it what they served through the serve step
+//! ([`crate::serve::Outcomes::hand_off`]) once their answer is out (a response
+//! written, a reply confirmed).
 //!
 //! WireMock loads a stub whose webhook can never be sent (no `url`, a `delay` that is
 //! not a distribution, bad base64...) and fails the webhook each time it fires; decoy
@@ -100,6 +101,12 @@ impl fmt::Debug for Fired {
 /// (its delay, a slow or dead target) may hold up or change the answer.
 pub trait WebhookSink: Send + Sync + fmt::Debug {
     fn fire(&self, fired: Fired);
+}
+
+impl<S: WebhookSink + ?Sized> WebhookSink for Arc<S> {
+    fn fire(&self, fired: Fired) {
+        (**self).fire(fired)
+    }
 }
 
 /// Reads `serveEventListeners` and `postServeActions` from a mapping object.

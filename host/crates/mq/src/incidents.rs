@@ -9,13 +9,44 @@
 //! the MQ files are reloaded; the `decoy_mq_panics_total` counters keep the totals.
 
 use std::any::Any;
+use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use decoy_core::mapping::load::{Problem, StubRef};
 use decoy_spec::fields::FieldError;
 
 use super::config::MqMapping;
+
+/// Receiver and sender tasks of one MQ transport (or a message's handling in them)
+/// that panicked and were restarted. A bug; each is listed by `/__admin/problems` too.
+#[derive(Debug, Default)]
+pub struct Panics {
+    pub receiver: AtomicU64,
+    pub sender: AtomicU64,
+}
+
+/// `decoy_mq_panics_total{transport, task}`: the MQ transports' own metric family,
+/// added to `/__admin/metrics` when the MQ service starts.
+#[derive(Debug)]
+pub struct PanicsSection(pub Vec<(&'static str, Arc<Panics>)>);
+
+impl decoy_core::metrics::Section for PanicsSection {
+    fn render(&self, out: &mut String) {
+        out.push_str("# HELP decoy_mq_panics_total MQ receiver and sender tasks that panicked and were restarted (a bug: /__admin/problems says where).\n");
+        out.push_str("# TYPE decoy_mq_panics_total counter\n");
+        for (transport, p) in &self.0 {
+            for (task, n) in [("receiver", &p.receiver), ("sender", &p.sender)] {
+                let _ = writeln!(
+                    out,
+                    "decoy_mq_panics_total{{transport=\"{transport}\",task=\"{task}\"}} {}",
+                    n.load(Ordering::Relaxed)
+                );
+            }
+        }
+    }
+}
 
 /// The longest detail kept (a panic message can be anything).
 const DETAIL_MAX: usize = 500;

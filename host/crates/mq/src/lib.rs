@@ -13,6 +13,17 @@
 //! - [`ibmmq`]: IBM MQ through the MQI, with `mqi` and the client library loaded at
 //!   run time.
 //! - [`memory`]: an in-process broker for the runtime's own tests.
+//!
+//! A transport beside HTTP: MQ mappings are matched here (their own format), and
+//! answered requests are recorded through the serve step's
+//! [`Outcomes`](decoy_core::serve::Outcomes) (counters, mapping counters, webhooks), as
+//! HTTP's are. The MQ transports register their metrics under `amqp` and `ibm-mq`.
+//!
+//! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`, `decoy-core`.
+//! Must not import: the `decoy` crate (HTTP, the admin API, the watcher, the server
+//! wiring) or `decoy-state`; it learns of changes when the binary calls
+//! [`MqService::reload`], and reaches webhooks only through the `WebhookSink` it is
+//! given.
 
 pub mod amqp;
 pub mod config;
@@ -32,10 +43,24 @@ use anyhow::bail;
 
 use config::{ConnectionKind, MqLoad};
 use decoy_core::mapping::load::Problem;
-use decoy_core::metrics::{MappingStats, Metrics};
-use incidents::Incidents;
+use decoy_core::metrics::{MappingStats, Metrics, TransportMetrics};
+use incidents::{Incidents, Panics, PanicsSection};
 use runtime::MqRuntime;
 use transport::Broker;
+
+/// The MQ transports' names: the `transport` label of their metrics.
+const TRANSPORTS: [&str; 2] = ["amqp", "ibm-mq"];
+
+/// Under which name the MQ mappings' counters are listed in the metrics.
+const METRICS_OWNER: &str = "mq";
+
+/// Which of [`TRANSPORTS`] serves a connection of this kind.
+fn transport_index(kind: &ConnectionKind) -> usize {
+    match kind {
+        ConnectionKind::Amqp(_) => 0,
+        ConnectionKind::IbmMq(_) => 1,
+    }
+}
 
 /// A served MQ mapping and its counters.
 pub type LiveMqMapping = (Arc<config::MqMapping>, Arc<MappingStats>);
@@ -57,6 +82,9 @@ pub struct MqService {
     problems: Mutex<(Vec<Problem>, Vec<Problem>)>,
     /// What went wrong while serving (listed with the file problems).
     incidents: Arc<Incidents>,
+    /// Each MQ transport's counters, registered once at start (runtimes a reload
+    /// starts count on into them): AMQP's, then IBM MQ's.
+    counters: [(Arc<TransportMetrics>, Arc<Panics>); 2],
     /// The mappings being served, with their counters (for the dashboard).
     live: Mutex<Vec<LiveMqMapping>>,
     /// Where `response.transformers` names resolve (shared with the HTTP side).
@@ -76,7 +104,17 @@ impl MqService {
         plugins: Option<Arc<decoy_plugin_host::Plugins>>,
         webhooks: Option<Arc<dyn decoy_core::webhooks::WebhookSink>>,
     ) -> anyhow::Result<Arc<MqService>> {
+        // Registered whatever the files say, so the metrics show every MQ transport.
+        let counters = TRANSPORTS.map(|name| (metrics.transport(name), Arc::new(Panics::default())));
+        metrics.add_section(Arc::new(PanicsSection(
+            TRANSPORTS
+                .iter()
+                .zip(&counters)
+                .map(|(name, (_, p))| (*name, p.clone()))
+                .collect(),
+        )));
         let service = Arc::new(MqService {
+            counters,
             plugins,
             webhooks,
             root: root.to_path_buf(),
@@ -94,7 +132,7 @@ impl MqService {
 
     fn runtime_for(&self, load: MqLoad) -> anyhow::Result<Option<MqRuntime>> {
         if load.mappings.is_empty() {
-            self.metrics.set_mq_mappings(Vec::new());
+            self.metrics.set_mappings(METRICS_OWNER, Vec::new());
             lock(&self.live).clear();
             return Ok(None);
         }
@@ -130,21 +168,22 @@ impl MqService {
                 })
                 .collect()
         };
-        self.metrics.set_mq_mappings(
+        self.metrics.set_mappings(
+            METRICS_OWNER,
             mappings
                 .iter()
                 .map(|(m, s)| (m.id.clone(), m.name.clone(), s.clone()))
                 .collect(),
         );
         *lock(&self.live) = mappings.clone();
-        let metrics = self.metrics.clone();
+        let counters = &self.counters;
         Ok(Some(MqRuntime::start(
             &load.connections,
             brokers,
             mappings,
-            move |c| match c.kind {
-                ConnectionKind::Amqp(_) => metrics.amqp.clone(),
-                ConnectionKind::IbmMq(_) => metrics.ibm_mq.clone(),
+            |c| {
+                let (requests, panics) = &counters[transport_index(&c.kind)];
+                (requests.clone(), panics.clone())
             },
             self.webhooks.clone(),
             self.incidents.clone(),

@@ -40,10 +40,11 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
-use super::incidents::{Incidents, panic_message};
+use super::incidents::{Incidents, Panics, panic_message};
 use super::retry::{BACKOFF_MAX, BACKOFF_START, Backoff, Trouble};
 use super::transport::{Broker, Delivery, Destination, Message, Put, Sender, Settle};
 use decoy_core::metrics::{MappingStats, TransportMetrics};
+use decoy_core::serve::Outcomes;
 use decoy_core::webhooks::{Fired, WebhookSink};
 use decoy_matching::pattern::Actual;
 
@@ -68,9 +69,11 @@ struct QueueService {
     queue: Destination,
     mappings: Vec<(Arc<MqMapping>, Arc<MappingStats>)>,
     unmatched: Unmatched,
-    metrics: Arc<TransportMetrics>,
-    /// Where mappings' webhooks go (`None`: they are not sent).
-    webhooks: Option<Arc<dyn WebhookSink>>,
+    /// The serve step's record and hand-off: this transport's counters, and where
+    /// mappings' webhooks go (`None`: they are not sent).
+    outcomes: Outcomes<Arc<dyn WebhookSink>>,
+    /// This transport's panicked tasks (`decoy_mq_panics_total`).
+    panics: Arc<Panics>,
     incidents: Arc<Incidents>,
     /// What keeps failing on the queue's connection (shared by its queues).
     trouble: Arc<Trouble>,
@@ -88,8 +91,8 @@ impl QueueService {
     fn panicked(&self, task: Task, panic: &(dyn std::any::Any + Send), outcome: &str) {
         let detail = panic_message(panic);
         let (name, counter) = match task {
-            Task::Receiver => ("receiver", &self.metrics.receiver_panics),
-            Task::Sender => ("sender", &self.metrics.sender_panics),
+            Task::Receiver => ("receiver", &self.panics.receiver),
+            Task::Sender => ("sender", &self.panics.sender),
         };
         counter.fetch_add(1, Ordering::Relaxed);
         tracing::error!(
@@ -166,7 +169,7 @@ fn plugin_request(mapping: &MqMapping, request: &Message) -> decoy_plugin_host::
             Err(_) => b.iter().map(|x| format!("{x:02X}")).collect(),
         })
     };
-    decoy_core::plugins::mq_request(
+    message_request(
         &mapping.queue.name,
         request.reply_to.as_deref(),
         id_text(&request.message_id).as_deref(),
@@ -174,6 +177,27 @@ fn plugin_request(mapping: &MqMapping, request: &Message) -> decoy_plugin_host::
         request.properties.clone(),
         &request.body,
     )
+}
+
+/// The plugin's view of a message (it has no client address).
+pub fn message_request(
+    destination: &str,
+    reply_to: Option<&str>,
+    message_id: Option<&str>,
+    correlation_id: Option<&str>,
+    properties: Vec<(String, String)>,
+    body: &[u8],
+) -> decoy_plugin_host::PluginRequest {
+    decoy_plugin_host::PluginRequest::from(decoy_plugin_host::wit::Request::Mq(
+        decoy_plugin_host::wit::MqMessage {
+            destination: destination.to_owned(),
+            reply_to: reply_to.map(str::to_owned),
+            message_id: message_id.map(str::to_owned),
+            correlation_id: correlation_id.map(str::to_owned),
+            properties,
+            body: body.to_vec(),
+        },
+    ))
 }
 
 /// Runs the mapping's transformer plugins over `reply`: they may change its body,
@@ -238,7 +262,7 @@ impl MqRuntime {
         connections: &[Connection],
         brokers: Vec<Arc<dyn Broker>>,
         mappings: Vec<(Arc<MqMapping>, Arc<MappingStats>)>,
-        metrics_for: impl Fn(&Connection) -> Arc<TransportMetrics>,
+        metrics_for: impl Fn(&Connection) -> (Arc<TransportMetrics>, Arc<Panics>),
         webhooks: Option<Arc<dyn WebhookSink>>,
         incidents: Arc<Incidents>,
     ) -> MqRuntime {
@@ -250,6 +274,7 @@ impl MqRuntime {
             // Group by queue, keeping file order; then best first: lowest priority
             // number, and among equals the mapping added last (as on the HTTP side).
             let mut queues: Vec<QueueService> = Vec::new();
+            let (metrics, panics) = metrics_for(conn);
             for (m, s) in mappings.iter().filter(|(m, _)| m.connection_id == conn.id) {
                 match queues.iter_mut().find(|q| q.queue == m.queue) {
                     Some(q) => q.mappings.push((m.clone(), s.clone())),
@@ -257,8 +282,8 @@ impl MqRuntime {
                         queue: m.queue.clone(),
                         mappings: vec![(m.clone(), s.clone())],
                         unmatched: conn.unmatched.clone(),
-                        metrics: metrics_for(conn),
-                        webhooks: webhooks.clone(),
+                        outcomes: Outcomes::new(metrics.clone(), webhooks.clone()),
+                        panics: panics.clone(),
                         incidents: incidents.clone(),
                         trouble: trouble.clone(),
                     }),
@@ -525,16 +550,15 @@ fn decide(q: &QueueService, message: &Message) -> Decision {
         );
         return Decision::Unmatched;
     }
-    let webhooks = match (&mapping.webhooks, &q.webhooks) {
-        (Some(hooks), Some(_)) => Some(Box::new(Fired {
-            hooks: hooks.clone(),
-            mapping_id: mapping.id.clone(),
-            mapping: mapping.label(),
-            request: plugin_request(mapping, message),
-            after: None,
-        })),
-        _ => None,
-    };
+    let webhooks = q
+        .outcomes
+        .webhooks(
+            mapping.webhooks.as_ref(),
+            &mapping.id,
+            || mapping.label(),
+            || plugin_request(mapping, message),
+        )
+        .map(Box::new);
     Decision::Reply {
         reply,
         to,
@@ -579,7 +603,7 @@ async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
 }
 
 async fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Instant) -> Option<Job> {
-    q.metrics.count(false);
+    q.outcomes.unmatched();
     match &q.unmatched {
         Unmatched::Queue(to) => {
             tracing::info!(
@@ -738,15 +762,14 @@ async fn deliver(
                 // redelivered and answered again (at-least-once).
                 tracing::warn!("could not acknowledge a request on {}: {e}", q.queue);
             }
+            // The serve step's record and hand-off, now the reply is out.
             if let Some(stats) = &stats {
                 let process = read_at.elapsed().saturating_sub(delay);
-                stats.served.fetch_add(1, Ordering::Relaxed);
-                stats.record(process, std::time::SystemTime::now());
-                q.metrics.count(true);
-                q.metrics.observe(process);
+                q.outcomes
+                    .answered(Some(stats), process, std::time::SystemTime::now());
             }
-            if let (Some(fired), Some(sink)) = (webhooks, &q.webhooks) {
-                sink.fire(*fired);
+            if let Some(fired) = webhooks {
+                q.outcomes.hand_off(*fired);
             }
         }
         Ok(Put::NoSuchQueue) if stats.is_some() => {
@@ -828,7 +851,8 @@ mod tests {
         mappings: &[serde_json::Value],
         unmatched: serde_json::Value,
     ) -> (Arc<MemoryBroker>, MqRuntime, Arc<TransportMetrics>) {
-        let (broker, rt, metrics, _) = start_with(MemoryBroker::new(), mappings, unmatched, None);
+        let (broker, rt, metrics, _, _) =
+            start_with(MemoryBroker::new(), mappings, unmatched, None);
         (broker, rt, metrics)
     }
 
@@ -842,6 +866,7 @@ mod tests {
         Arc<MemoryBroker>,
         MqRuntime,
         Arc<TransportMetrics>,
+        Arc<Panics>,
         Arc<Incidents>,
     ) {
         let mut conn = json!({"connectionId": "mem", "connectionData": {"type": "amqp", "uri": "amqp://unused"}});
@@ -850,8 +875,9 @@ mod tests {
         }
         let load = config::load_for_test(&conn, mappings);
         let metrics = Arc::new(TransportMetrics::default());
+        let panics = Arc::new(Panics::default());
         let incidents = Arc::new(Incidents::default());
-        let m = metrics.clone();
+        let (m, p) = (metrics.clone(), panics.clone());
         let rt = MqRuntime::start(
             &load.connections,
             vec![Arc::new(Shared(broker.clone())) as Arc<dyn Broker>],
@@ -859,11 +885,11 @@ mod tests {
                 .into_iter()
                 .map(|m| (Arc::new(m), Arc::default()))
                 .collect(),
-            move |_| m.clone(),
+            move |_| (m.clone(), p.clone()),
             webhooks,
             incidents.clone(),
         );
-        (broker, rt, metrics, incidents)
+        (broker, rt, metrics, panics, incidents)
     }
 
     /// The problems `incidents` would add to `/__admin/problems`, as text.
@@ -873,6 +899,12 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn plugins_are_told_no_client_address_for_a_message() {
+        let req = message_request("Q", None, None, None, Vec::new(), b"x");
+        assert_eq!(req.client_ip, None);
     }
 
     fn echo(queue: &str) -> serde_json::Value {
@@ -966,7 +998,7 @@ mod tests {
     async fn a_confirmed_reply_hands_the_mappings_webhooks_to_the_sink_and_an_unmatched_message_does_not()
      {
         let kept = Arc::new(Kept::default());
-        let (broker, rt, _, _) = start_with(
+        let (broker, rt, _, _, _) = start_with(
             MemoryBroker::new(),
             &[
                 json!({"request": {"destination": "Q", "bodyMatcher": {"equalTo": "ping"}}, "response": {"text": "pong"},
@@ -1094,7 +1126,7 @@ mod tests {
     #[tokio::test]
     async fn a_panic_while_handling_a_message_sends_it_the_unmatched_way_and_the_receiver_goes_on()
     {
-        let (broker, rt, metrics, incidents) = start_with(
+        let (broker, rt, _, panics, incidents) = start_with(
             MemoryBroker::new(),
             &[echo("Q")],
             json!({"queue": "UNMATCHED"}),
@@ -1111,7 +1143,7 @@ mod tests {
             b"done"
         );
         rt.shutdown().await;
-        assert_eq!(metrics.receiver_panics.load(Ordering::Relaxed), 1);
+        assert_eq!(panics.receiver.load(Ordering::Relaxed), 1);
         let listed = listed(&incidents);
         assert_eq!(listed.len(), 1, "{listed:?}");
         assert!(
@@ -1124,7 +1156,7 @@ mod tests {
     async fn a_receiver_that_panics_is_restarted_and_its_queue_is_served_again() {
         let broker = MemoryBroker::new();
         broker.panic_receives.store(2, Ordering::SeqCst);
-        let (broker, rt, metrics, incidents) =
+        let (broker, rt, _, panics, incidents) =
             start_with(broker, &[echo("Q")], serde_json::Value::Null, None);
         broker.put("Q", request("work", "R"));
         assert_eq!(
@@ -1136,7 +1168,7 @@ mod tests {
             b"done"
         );
         rt.shutdown().await;
-        assert_eq!(metrics.receiver_panics.load(Ordering::Relaxed), 2);
+        assert_eq!(panics.receiver.load(Ordering::Relaxed), 2);
         let listed = listed(&incidents);
         assert!(
             listed.len() == 1
@@ -1152,12 +1184,12 @@ mod tests {
         // One panic in the sender's loop (opening its sender), one in a reply's put.
         broker.panic_senders.store(1, Ordering::SeqCst);
         broker.panic_sends.store(1, Ordering::SeqCst);
-        let (broker, rt, metrics, incidents) =
+        let (broker, rt, _, panics, incidents) =
             start_with(broker, &[echo("Q")], serde_json::Value::Null, None);
         broker.put("Q", request("work", "R"));
         assert_eq!(&broker.take("R").await.expect("answered").body[..], b"done");
         rt.shutdown().await;
-        assert_eq!(metrics.sender_panics.load(Ordering::Relaxed), 2);
+        assert_eq!(panics.sender.load(Ordering::Relaxed), 2);
         let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
         assert_eq!(how, [Settle::Requeue, Settle::Requeue, Settle::Ack]);
         assert_eq!(broker.depth("R"), 0, "answered once");
@@ -1216,7 +1248,7 @@ mod tests {
         // The broker can create the queue: decoy declares it and moves the message.
         let broker = MemoryBroker::new();
         broker.remove_queue("LOST");
-        let (broker, rt, _, incidents) = start_with(
+        let (broker, rt, _, _, incidents) = start_with(
             broker,
             std::slice::from_ref(&ping),
             json!({"queue": "LOST"}),
@@ -1235,7 +1267,7 @@ mod tests {
         let broker = MemoryBroker::new();
         broker.remove_queue("LOST");
         broker.refuse_declare.store(true, Ordering::SeqCst);
-        let (broker, rt, _, incidents) = start_with(
+        let (broker, rt, _, _, incidents) = start_with(
             broker,
             std::slice::from_ref(&ping),
             json!({"queue": "LOST"}),

@@ -15,7 +15,6 @@ pub mod index;
 pub mod report;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -181,7 +180,7 @@ pub enum Outcome {
     Matched {
         mapping: Arc<Mapping>,
         plan: ResponsePlan,
-        /// The mapping's counters, for the transport to add the processing time.
+        /// The mapping's counters, for the serve step to count the answer in.
         stats: Arc<MappingStats>,
     },
     /// WireMock's 404 with a report of the closest mapping.
@@ -507,8 +506,8 @@ impl Engine {
         req: &RequestSnapshot,
     ) -> Outcome {
         let entry = &set.ranked[rank];
+        // Counted by the serve step's record (`MappingStats::record`).
         let stats = entry.stats.clone();
-        stats.served.fetch_add(1, Ordering::Relaxed);
         let mapping = entry.mapping.clone();
         if let Some(f) = failure {
             let plan = failure_plan(&mapping, &f.matcher, &f.reason, f.loading);
@@ -646,6 +645,7 @@ pub fn failure_plan(mapping: &Mapping, plugin: &str, reason: &str, loading: bool
 mod tests {
     use super::*;
     use crate::mapping::ParseContext;
+    use std::sync::atomic::Ordering;
     use serde_json::{Value, json};
 
     fn engine(stubs: Vec<Value>) -> Engine {

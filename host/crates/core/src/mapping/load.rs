@@ -65,8 +65,8 @@ impl fmt::Display for Problem {
     }
 }
 
-/// The outcome of loading one file of stubs (HTTP [`Mapping`]s by default; the MQ
-/// side loads its own mapping type with the same code).
+/// The outcome of loading one file of stubs ([`Mapping`]s by default; a transport
+/// with a mapping format of its own loads its type with the same code).
 #[derive(Debug)]
 pub struct FileLoad<T = Arc<Mapping>> {
     /// Hash of the bytes read (0 when the file could not be read), so a watcher can
@@ -242,7 +242,7 @@ pub fn load_file(root: &Path, rel: &Path, ctx: &ParseContext) -> FileLoad<Arc<Ma
 }
 
 /// Reads a file of stubs (one stub, or `{"mappings": [...]}`) and parses each with
-/// `parse`, for HTTP and MQ mappings alike. A file that cannot be read or is not JSON
+/// `parse`, for stubs and transports' own mappings alike. A file that cannot be read or is not JSON
 /// is one problem; otherwise each stub is parsed on its own, and its problems and
 /// warnings name it (position, the first of `id_keys` it has, name). `parse` gets
 /// the stub's index, its JSON, the file's text when the file is that one stub (kept
@@ -443,9 +443,9 @@ pub fn content_hash(bytes: &[u8]) -> u64 {
 }
 
 /// `*.json` files directly in the root directory, which are not read (a common first
-/// mistake: mappings go in `mappings/`). The MQ connection files belong there.
-fn stray_json_files(root: &Path) -> Vec<Problem> {
-    const ROOT_FILES: [&str; 2] = ["mq-connections.json", "ibm-mq-connections.json"];
+/// mistake: mappings go in `mappings/`), except the `claimed` ones, which other parts
+/// of decoy read there (a transport's configuration).
+fn stray_json_files(root: &Path, claimed: &[&str]) -> Vec<Problem> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
@@ -456,7 +456,7 @@ fn stray_json_files(root: &Path) -> Vec<Problem> {
         .filter(|n| {
             n.to_ascii_lowercase().ends_with(".json")
                 && !n.starts_with('.')
-                && !ROOT_FILES.contains(&n.as_str())
+                && !claimed.contains(&n.as_str())
         })
         .map(|n| Problem {
             error: FieldError::new(
@@ -589,11 +589,17 @@ fn sorted_json(v: &Value) -> String {
 
 /// Loads every mapping file of `root`, in parallel, keeping the reading order.
 pub fn load_root(root: &Path) -> std::io::Result<LoadReport> {
-    load_root_with(root, &ParseContext::for_root(root))
+    load_root_with(root, &ParseContext::for_root(root), &[])
 }
 
-/// [`load_root`] with the given parse context (plugins, global templating).
-pub fn load_root_with(root: &Path, ctx: &ParseContext) -> std::io::Result<LoadReport> {
+/// [`load_root`] with the given parse context (plugins, global templating). The
+/// `claimed` names are `*.json` files directly in `root` that the transports read
+/// (their configuration), so they are not reported as misplaced mappings.
+pub fn load_root_with(
+    root: &Path,
+    ctx: &ParseContext,
+    claimed: &[&str],
+) -> std::io::Result<LoadReport> {
     if !root.is_dir() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -651,7 +657,7 @@ pub fn load_root_with(root: &Path, ctx: &ParseContext) -> std::io::Result<LoadRe
     batches.sort_unstable_by_key(|(seq, _, _)| *seq);
     let files = batches.iter().map(|(_, part, _)| part.len()).sum();
     let mut report = LoadReport {
-        warnings: stray_json_files(root),
+        warnings: stray_json_files(root, claimed),
         files,
         mappings: Vec::with_capacity(files),
         ..LoadReport::default()
@@ -867,10 +873,11 @@ mod tests {
     fn json_files_directly_in_the_root_are_warned_about_not_loaded() {
         let dir = root_with(&[
             ("hello.json", r#"{"request": {"urlPath": "/h"}}"#),
-            ("mq-connections.json", "[]"),
+            ("brokers.json", "[]"),
             ("mappings/ok.json", r#"{"request": {"urlPath": "/ok"}}"#),
         ]);
-        let r = load_root(dir.path()).unwrap();
+        let ctx = ParseContext::for_root(dir.path());
+        let r = load_root_with(dir.path(), &ctx, &["brokers.json"]).unwrap();
         assert_eq!(r.mappings.len(), 1);
         let text: Vec<String> = r.warnings.iter().map(|p| p.to_string()).collect();
         assert_eq!(

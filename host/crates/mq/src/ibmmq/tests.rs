@@ -463,7 +463,7 @@ fn serve(fake: &Shared, mappings: &[serde_json::Value]) -> MqRuntime {
             .into_iter()
             .map(|m| (Arc::new(m), Arc::default()))
             .collect(),
-        move |_| metrics.clone(),
+        move |_| (metrics.clone(), Arc::default()),
         None,
         Arc::default(),
     )
