@@ -307,9 +307,9 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let load_ctx = ctx.clone();
     let report =
         tokio::task::spawn_blocking(move || load_root_with(&root, &load_ctx, TRANSPORT_ROOT_FILES))
-        .await
-        .context("loading mappings")?
-        .with_context(|| format!("cannot load mappings from {}", opts.root_dir.display()))?;
+            .await
+            .context("loading mappings")?
+            .with_context(|| format!("cannot load mappings from {}", opts.root_dir.display()))?;
     let mq_root = opts.root_dir.clone();
     let plugins = ctx.plugins.clone();
     let mq_plugins = plugins.clone();

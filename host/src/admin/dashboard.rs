@@ -204,8 +204,18 @@ impl Admin {
         let transports = m.transports();
         let http = |name: &str| name == crate::http::TRANSPORT;
         Counters {
-            http: Side::of(transports.iter().filter(|(n, _)| http(n)).map(|(_, t)| &**t)),
-            mq: Side::of(transports.iter().filter(|(n, _)| !http(n)).map(|(_, t)| &**t)),
+            http: Side::of(
+                transports
+                    .iter()
+                    .filter(|(n, _)| http(n))
+                    .map(|(_, t)| &**t),
+            ),
+            mq: Side::of(
+                transports
+                    .iter()
+                    .filter(|(n, _)| !http(n))
+                    .map(|(_, t)| &**t),
+            ),
             plugin_calls,
             plugin_failures,
         }

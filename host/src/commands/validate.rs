@@ -21,7 +21,7 @@ pub struct ValidateArgs {
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let ctx = ParseContext::for_root(&args.root_dir);
-    let mut report = load_root_with(&args.root_dir, &ctx, crate::server::TRANSPORT_ROOT_FILES)
+    let mut report = load_root_with(&args.root_dir, &ctx, decoy::server::TRANSPORT_ROOT_FILES)
         .with_context(|| format!("cannot load mappings from {}", args.root_dir.display()))?;
     // Beyond WireMock, which serves such roots silently: stubs that can never answer.
     let shadowed = shadowed_stubs(&report.mappings);

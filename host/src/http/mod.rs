@@ -415,12 +415,14 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     snap.header_case = header_case;
     let snap = snap.with_headers(parts.headers).with_body(body);
 
+    // Answer: match, plan, transformers. Forward what a stub proxies.
     let serve = &services.serve;
     let mut exchange = serve.answer(&snap).await;
     if let Some(spec) = exchange.take_proxy() {
         let got = forward(&services.proxy, &spec, &snap).await;
         serve.forwarded(&mut exchange, &snap, got);
     }
+    // Record (CORS headers first: the journal shows what the client got).
     if let Some(origin) = cors_origin {
         let matched = exchange.matched();
         cors::decorate(&mut exchange.plan, origin, matched);
@@ -439,7 +441,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         },
     );
 
-    // A GET no stub matched may name a file under `__files`. It stays an unmatched
+    // Encode. A GET no stub matched may name a file under `__files`. It stays an unmatched
     // request in the journal and metrics, as in WireMock.
     if !matched
         && parts.method == http::Method::GET
@@ -464,8 +466,8 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         }
         None => render(plan, version),
     };
+    // Hand off: the webhooks go once hyper is done with the body (the answer is out).
     match webhooks {
-        // The webhooks go once hyper is done with the body: the answer is out.
         Some(mut fired) => {
             let (done, out) = tokio::sync::oneshot::channel::<()>();
             fired.after = Some(Box::pin(async move {

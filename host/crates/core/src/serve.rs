@@ -334,8 +334,7 @@ impl<W: WebhookSink, R: Recording> Serve<W, R> {
         });
         let process_time = at.read_at.elapsed();
         let now = SystemTime::now();
-        self.outcomes
-            .answered(stats.as_deref(), process_time, now);
+        self.outcomes.answered(stats.as_deref(), process_time, now);
         let matched = mapping.is_some();
         if self.journal.enabled() {
             self.journal.record(ServeEvent {
@@ -450,8 +449,10 @@ mod tests {
     fn a_matched_request_is_counted_journaled_and_its_webhooks_handed_off() {
         let sink = Arc::new(Sink::default());
         let (serve, metrics) = serve(
-            &[json!({"name": "hooked", "request": {"url": "/a"}, "response": {"status": 202},
-                "serveEventListeners": [{"name": "webhook", "parameters": {"url": "http://127.0.0.1:1/x"}}]})],
+            &[
+                json!({"name": "hooked", "request": {"url": "/a"}, "response": {"status": 202},
+                "serveEventListeners": [{"name": "webhook", "parameters": {"url": "http://127.0.0.1:1/x"}}]}),
+            ],
             Some(sink.clone()),
             None,
         );

@@ -105,7 +105,8 @@ impl MqService {
         webhooks: Option<Arc<dyn decoy_core::webhooks::WebhookSink>>,
     ) -> anyhow::Result<Arc<MqService>> {
         // Registered whatever the files say, so the metrics show every MQ transport.
-        let counters = TRANSPORTS.map(|name| (metrics.transport(name), Arc::new(Panics::default())));
+        let counters =
+            TRANSPORTS.map(|name| (metrics.transport(name), Arc::new(Panics::default())));
         metrics.add_section(Arc::new(PanicsSection(
             TRANSPORTS
                 .iter()

@@ -645,8 +645,8 @@ pub fn failure_plan(mapping: &Mapping, plugin: &str, reason: &str, loading: bool
 mod tests {
     use super::*;
     use crate::mapping::ParseContext;
-    use std::sync::atomic::Ordering;
     use serde_json::{Value, json};
+    use std::sync::atomic::Ordering;
 
     fn engine(stubs: Vec<Value>) -> Engine {
         let ctx = ParseContext {
