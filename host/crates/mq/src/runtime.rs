@@ -1204,7 +1204,7 @@ mod tests {
     async fn a_missing_request_queue_is_checked_again_and_served_once_it_exists() {
         let broker = MemoryBroker::new();
         broker.remove_queue("Q");
-        let (broker, rt, _, _) = start_with(
+        let (broker, rt, _, _, _) = start_with(
             broker,
             &[
                 json!({"request": {"destination": "Q"}, "response": {"text": "done"}, "receiveThreads": 4}),
@@ -1227,7 +1227,7 @@ mod tests {
     async fn shutdown_ends_within_its_drain_time_while_receivers_are_still_connecting() {
         let broker = MemoryBroker::new();
         broker.hang_receivers.store(true, Ordering::SeqCst);
-        let (_broker, rt, _, _) = start_with(
+        let (_broker, rt, _, _, _) = start_with(
             broker,
             &[
                 json!({"request": {"destination": "Q"}, "response": {"text": "done"}, "receiveThreads": 20}),
