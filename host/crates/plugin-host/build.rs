@@ -29,6 +29,8 @@ fn main() {
         // Crates the bundled plugin shares with the host.
         "host/crates/datefmt",
         "host/crates/jsonpath",
+        "host/crates/jsonfmt",
+        "host/crates/multipart",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }

@@ -602,82 +602,15 @@ fn java_into(v: &Value, out: &mut String) {
 /// A JSON number as Java prints it: integers as they are, doubles as
 /// `Double.toString` (`5.0`, `0.3`, `1.0E20`).
 pub fn number_text(n: &serde_json::Number) -> String {
-    match n.as_f64() {
-        Some(f) if n.is_f64() => java_double(f),
-        _ => n.to_string(),
-    }
+    decoy_jsonfmt::number(n, decoy_jsonfmt::Numbers::Double)
 }
 
-/// Java's `Double.toString`.
-pub fn java_double(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    let a = f.abs();
-    if a == 0.0 || (1e-3..1e7).contains(&a) {
-        let s = format!("{f}");
-        if s.contains('.') { s } else { format!("{s}.0") }
-    } else {
-        let s = format!("{f:e}");
-        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let m = if m.contains('.') {
-            m.to_owned()
-        } else {
-            format!("{m}.0")
-        };
-        format!("{m}E{e}")
-    }
-}
+pub use decoy_jsonfmt::java_double;
 
 /// Jackson's default pretty printer, as WireMock's `Json.write` (null members left
 /// out): `{\n  "a" : 1,\n  "b" : [ 1, 2 ]\n}`.
 pub fn jackson_pretty(v: &Value) -> String {
-    let mut out = String::new();
-    pretty_into(v, 0, &mut out);
-    out
-}
-
-fn pretty_into(v: &Value, level: usize, out: &mut String) {
-    match v {
-        Value::Object(m) => {
-            let members: Vec<_> = m.iter().filter(|(_, x)| !x.is_null()).collect();
-            if members.is_empty() {
-                out.push_str("{ }");
-                return;
-            }
-            out.push('{');
-            for (i, (k, x)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push('\n');
-                out.push_str(&"  ".repeat(level + 1));
-                json_string_into(k, false, out);
-                out.push_str(" : ");
-                pretty_into(x, level + 1, out);
-            }
-            out.push('\n');
-            out.push_str(&"  ".repeat(level));
-            out.push('}');
-        }
-        Value::Array(a) if a.is_empty() => out.push_str("[ ]"),
-        Value::Array(a) => {
-            out.push_str("[ ");
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                pretty_into(x, level, out);
-            }
-            out.push_str(" ]");
-        }
-        Value::String(s) => json_string_into(s, false, out),
-        Value::Number(n) => out.push_str(&number_text(n)),
-        other => out.push_str(&other.to_string()),
-    }
+    decoy_jsonfmt::Pretty::OBJECT.print(v)
 }
 
 /// json-smart's compact JSON (how `jsonPath` writes a list): `/` is escaped.
@@ -717,22 +650,7 @@ pub fn json_smart(v: &Value) -> String {
 }
 
 fn json_string_into(s: &str, slash: bool, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '/' if slash => out.push_str("\\/"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    decoy_jsonfmt::quote_into(s, slash, out)
 }
 
 /// An inline error, as WireMock writes it in place of the helper's value.
@@ -995,25 +913,10 @@ fn format_json(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {
     };
     let v: Value = serde_json::from_str(&body).map_err(|e| format!("not JSON: {e}"))?;
     Ok(Value::String(if pretty {
-        jackson_pretty_all(&v)
+        decoy_jsonfmt::Pretty::TREE.print(&v)
     } else {
         v.to_string()
     }))
-}
-
-/// Jackson's pretty printer keeping null members (`formatJson` prints a tree).
-fn jackson_pretty_all(v: &Value) -> String {
-    fn mark(v: &Value) -> Value {
-        match v {
-            Value::Null => Value::String("\u{0}null".into()),
-            Value::Array(a) => Value::Array(a.iter().map(mark).collect()),
-            Value::Object(o) => {
-                Value::Object(o.iter().map(|(k, x)| (k.clone(), mark(x))).collect())
-            }
-            other => other.clone(),
-        }
-    }
-    jackson_pretty(&mark(v)).replace("\"\\u0000null\"", "null")
 }
 
 fn format_xml(p: &[Value], h: &Map<String, Value>) -> Result<Value, String> {

@@ -619,6 +619,16 @@ fn block_forms() {
     );
 }
 
+/// `formatJson` pretty-prints a tree as WireMock's `Json.prettyPrint` does: floats as
+/// plain `BigDecimal`s (not `Double.toString`'s `1.0E20`), null members kept.
+#[test]
+fn format_json_prints_floats_as_plain_big_decimals_and_keeps_nulls() {
+    assert_eq!(
+        r("{{#formatJson}}{\"big\":1e20,\"small\":0.0001,\"n\":null}{{/formatJson}}"),
+        "{\n  \"big\" : 100000000000000000000,\n  \"small\" : 0.0001,\n  \"n\" : null\n}"
+    );
+}
+
 const MULTIPART: &str = "--b0\r\nContent-Disposition: form-data; name=\"info\"\r\nContent-Type: application/json\r\n\r\n{\"a\":1,\"b\":\"two\"}\r\n--b0\r\nContent-Disposition: form-data; name=\"file\"; filename=\"notes.txt\"\r\n\r\nline one\r\nline two\r\n--b0--\r\n";
 
 fn multipart() -> Request {

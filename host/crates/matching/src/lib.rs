@@ -6,9 +6,9 @@
 //! [`RequestSnapshot`](decoy_spec::request::RequestSnapshot), so the same code serves
 //! HTTP requests and queue messages.
 //!
-//! May depend on: `decoy-spec`, `decoy-datefmt`, `decoy-jsonpath`. Must not depend on:
-//! the plugin runtime, the engine core, transports. Custom matchers come in through
-//! the [`custom`] traits instead.
+//! May depend on: `decoy-spec`, `decoy-datefmt`, `decoy-jsonpath`, `decoy-jsonfmt`.
+//! Must not depend on: the plugin runtime, the engine core, transports. Custom
+//! matchers come in through the [`custom`] traits instead.
 //!
 //! Modules, leaves first: [`limits`] (depth limits, budgets and the scoring
 //! deadline that bound every matcher), [`regex`] (Java-style whole-value regexes), [`date`],

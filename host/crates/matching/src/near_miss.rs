@@ -335,7 +335,7 @@ fn json_path_select(
 fn java_to_string(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
-        Value::Number(n) => java_number(n),
+        Value::Number(n) => decoy_jsonfmt::number(n, decoy_jsonfmt::Numbers::BigDecimal),
         Value::Object(m) => format!(
             "{{{}}}",
             m.iter()
@@ -1006,103 +1006,10 @@ fn java_hash_map_order(keys: &[&str]) -> Vec<usize> {
     order
 }
 
-/// Java's text of a JSON number: integers as they are, other numbers in plain
-/// decimal notation (WireMock reads them as `BigDecimal`).
-fn java_number(n: &serde_json::Number) -> String {
-    if !n.is_f64() {
-        return n.to_string();
-    }
-    let text = n.to_string();
-    let Some((mantissa, exp)) = text.split_once(['e', 'E']) else {
-        return text;
-    };
-    let Ok(exp) = exp.parse::<i32>() else {
-        return text;
-    };
-    let negative = mantissa.starts_with('-');
-    let digits_part = mantissa.trim_start_matches('-');
-    let (int, frac) = digits_part.split_once('.').unwrap_or((digits_part, ""));
-    let digits = format!("{int}{frac}");
-    let point = int.len() as i32 + exp;
-    let mut out = String::new();
-    if negative {
-        out.push('-');
-    }
-    if point <= 0 {
-        out.push_str("0.");
-        out.push_str(&"0".repeat((-point) as usize));
-        out.push_str(&digits);
-    } else if point as usize >= digits.len() {
-        out.push_str(&digits);
-        out.push_str(&"0".repeat(point as usize - digits.len()));
-    } else {
-        out.push_str(&digits[..point as usize]);
-        out.push('.');
-        out.push_str(&digits[point as usize..]);
-    }
-    out
-}
-
 /// Jackson's default pretty printer over a JSON tree, as WireMock's
 /// `Json.prettyPrint`: `{\n  "a" : 1,\n  "b" : [ 1, 2 ]\n}`, `{ }`, `[ ]`.
 pub fn jackson_pretty(v: &Value) -> String {
-    let mut out = String::new();
-    pretty_into(v, 0, &mut out);
-    out
-}
-
-fn pretty_into(v: &Value, level: usize, out: &mut String) {
-    match v {
-        Value::Object(m) if m.is_empty() => out.push_str("{ }"),
-        Value::Object(m) => {
-            out.push('{');
-            for (i, (k, x)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push('\n');
-                out.push_str(&"  ".repeat(level + 1));
-                json_string_into(k, out);
-                out.push_str(" : ");
-                pretty_into(x, level + 1, out);
-            }
-            out.push('\n');
-            out.push_str(&"  ".repeat(level));
-            out.push('}');
-        }
-        Value::Array(a) if a.is_empty() => out.push_str("[ ]"),
-        Value::Array(a) => {
-            out.push_str("[ ");
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                pretty_into(x, level, out);
-            }
-            out.push_str(" ]");
-        }
-        Value::String(s) => json_string_into(s, out),
-        Value::Number(n) => out.push_str(&java_number(n)),
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-fn json_string_into(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    decoy_jsonfmt::Pretty::TREE.print(v)
 }
 
 /// WireMock's `Xml.prettyPrint` (the JDK's identity transform, indent 2, no XML
