@@ -400,11 +400,6 @@ impl Admin {
     }
 }
 
-fn score(lines: &[decoy_matching::request_pattern::DiffLine]) -> f64 {
-    let weights: f64 = lines.iter().map(|l| l.weight).sum();
-    lines.iter().map(|l| l.distance * l.weight).sum::<f64>() / weights.max(1.0)
-}
-
 /// A snapshot from a `LoggedRequest` JSON (for `near-misses/request`).
 fn snapshot_from_logged(v: &Value) -> Option<RequestSnapshot> {
     let url = v.get("url").and_then(Value::as_str)?;

@@ -7,10 +7,13 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::{score, snapshot_from_logged};
+use super::snapshot_from_logged;
 use decoy_core::engine::Engine;
+use decoy_core::engine::report::near_misses;
 use decoy_core::journal::ServeEvent;
 use decoy_core::mapping::Mapping;
+use decoy_matching::limits::with_deadline;
+use decoy_matching::near_miss::{NEAR_MISS_COUNT, nearest};
 use decoy_matching::request_pattern::RequestPattern;
 use decoy_spec::request::RequestSnapshot;
 
@@ -128,24 +131,25 @@ impl Admin {
             },
             ("POST", ["request-pattern"]) => match self.parse_pattern(req) {
                 Ok(p) => {
-                    let mut scored: Vec<(f64, Value)> = self
-                            .journal
-                            .newest_first()
-                            .iter()
-                            .map(|e| {
-                                let lines = p.diagnose(&e.request);
-                                (score(&lines), json!({
-                                    "request": json::event_request(e),
-                                    "requestPattern": req.json_body().unwrap_or_default(),
-                                    "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": score(&lines) },
-                                }))
+                    let events = self.journal.newest_first();
+                    let deadline = std::time::Instant::now() + NEAR_MISS_DEADLINE;
+                    let (near, _) = with_deadline(deadline, || {
+                        nearest(events.iter(), NEAR_MISS_COUNT, |e| {
+                            p.near_miss_distance(&e.request)
+                        })
+                    });
+                    let pattern = req.json_body().unwrap_or_default();
+                    let near: Vec<Value> = near
+                        .into_iter()
+                        .map(|(distance, e)| {
+                            json!({
+                                "request": json::event_request(e),
+                                "requestPattern": pattern,
+                                "matchResult": { "subEvents": [], "diffDescriptions": [], "distance": distance },
                             })
-                            .collect();
-                    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    AdminReply::json(
-                        200,
-                        json!({ "nearMisses": scored.into_iter().take(3).map(|s| s.1).collect::<Vec<_>>() }),
-                    )
+                        })
+                        .collect();
+                    AdminReply::json(200, json!({ "nearMisses": near }))
                 }
                 Err(r) => r,
             },
@@ -245,9 +249,10 @@ impl Admin {
     }
 }
 
-/// The three stubs closest to `snap`, as WireMock's near-miss list. Scored within
-/// [`NEAR_MISS_DEADLINE`] per request: past it, expensive matchers (a backtracking
-/// regex, XML, JSONPath...) count as not matching.
+/// The three stubs closest to `snap`, as WireMock's near-miss list: the model that
+/// names the not-matched report's closest stub. Scored within [`NEAR_MISS_DEADLINE`]
+/// per request: past it, expensive matchers (a backtracking regex, XML, JSONPath...)
+/// count as not matching.
 fn near_misses_for(
     engine: &Engine,
     snap: &RequestSnapshot,
@@ -255,19 +260,12 @@ fn near_misses_for(
 ) -> Vec<Value> {
     let set = engine.mappings();
     let deadline = std::time::Instant::now() + NEAR_MISS_DEADLINE;
-    let (mut scored, _) = decoy_matching::limits::with_deadline(deadline, || {
-        set.iter()
-            .map(|m| (score(&m.request.diagnose(snap)), m))
-            .collect::<Vec<(f64, &Arc<Mapping>)>>()
-    });
-    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let near = near_misses(&set, snap, deadline);
     let logged = match event {
         Some(e) => json::event_request(e),
         None => json::logged_request(snap, SystemTime::now(), "HTTP/1.1", 0),
     };
-    scored
-        .into_iter()
-        .take(3)
+    near.into_iter()
         .map(|(distance, m)| {
             json!({
                 "request": logged.clone(),

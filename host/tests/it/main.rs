@@ -27,6 +27,7 @@ mod ibmmq_live;
 mod lifecycle;
 mod load_order;
 mod matching;
+mod near_misses;
 mod persistent;
 mod plugin_examples;
 mod plugin_races;

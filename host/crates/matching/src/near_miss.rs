@@ -17,6 +17,12 @@
 //! expected JSON and XML bodies pretty-printed, and body rows only for the body
 //! patterns that fail.
 //!
+//! [`nearest`] orders candidates by that distance as WireMock's `NearMissCalculator`
+//! does. It is the one closeness model: the report's closest stub and every
+//! near-miss list of the admin API (`/__admin/near-misses/request`,
+//! `/__admin/near-misses/request-pattern`, `/__admin/requests/unmatched/near-misses`)
+//! come from it, so they always agree.
+//!
 //! None of this is on the hot path: it runs for unmatched requests only.
 
 use base64::Engine as _;
@@ -436,6 +442,38 @@ fn multi_value_text(key: &str, values: &[&str]) -> String {
         .map(|v| format!("{key}: {v}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// How many near misses WireMock lists (`NearMissCalculator.NEAR_MISS_COUNT`).
+pub const NEAR_MISS_COUNT: usize = 3;
+
+/// WireMock's `NearMissCalculator` order: of `items`, the `limit` at the smallest
+/// [`RequestPattern::near_miss_distance`] (as `distance` gives it), smallest first.
+/// Among equal distances the earlier item comes first (WireMock's sort is stable);
+/// NaN, which Java's `Double.compare` sorts after every number, comes last. Only
+/// `limit` items are kept while scanning, so the report's search for its one closest
+/// stub holds one.
+pub fn nearest<T>(
+    items: impl IntoIterator<Item = T>,
+    limit: usize,
+    mut distance: impl FnMut(&T) -> f64,
+) -> Vec<(f64, T)> {
+    let closer = |a: f64, b: f64| a < b || (b.is_nan() && !a.is_nan());
+    let mut best: Vec<(f64, T)> = Vec::with_capacity(limit.min(NEAR_MISS_COUNT));
+    for item in items {
+        let d = distance(&item);
+        let at = best
+            .iter()
+            .position(|(b, _)| closer(d, *b))
+            .unwrap_or(best.len());
+        if at < limit {
+            if best.len() == limit {
+                best.pop();
+            }
+            best.insert(at, (d, item));
+        }
+    }
+    best
 }
 
 impl RequestPattern {
@@ -1434,6 +1472,28 @@ mod tests {
         );
         assert_eq!(xml_pretty("<a></a>").unwrap(), "<a/>\n");
         assert!(xml_pretty("not xml").is_none());
+    }
+
+    #[test]
+    fn nearest_keeps_the_closest_in_order_the_earlier_first_among_equals_and_nan_last() {
+        let items = [
+            (0, 0.5),
+            (1, f64::NAN),
+            (2, 0.25),
+            (3, 0.5),
+            (4, 0.75),
+            (5, 0.25),
+        ];
+        let near = |limit| -> Vec<usize> {
+            nearest(items, limit, |(_, d)| *d)
+                .into_iter()
+                .map(|(_, (i, _))| i)
+                .collect()
+        };
+        assert_eq!(near(NEAR_MISS_COUNT), [2, 5, 0]);
+        assert_eq!(near(1), [2]);
+        assert_eq!(near(6), [2, 5, 0, 3, 4, 1]);
+        assert!(near(0).is_empty());
     }
 
     #[test]

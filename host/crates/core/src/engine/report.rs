@@ -2,7 +2,8 @@
 //!
 //! It is built only for unmatched requests. The closest mapping is the one WireMock
 //! would name: the smallest near-miss distance (`decoy_matching::near_miss`), the
-//! first in match order among equals; its rows are WireMock's `Diff`, laid out as
+//! first in match order among equals, by the same model [`near_misses`] lists for
+//! the admin API; its rows are WireMock's `Diff`, laid out as
 //! its `PlainTextDiffRenderer` does. With a large set only the index's candidates for
 //! the path are scored (they share its URL prefix), so an unmatched request never
 //! costs a full scan of thousands of mappings.
@@ -15,8 +16,11 @@
 use std::time::{Duration, Instant};
 
 use super::MappingSet;
+use std::sync::Arc;
+
+use crate::mapping::Mapping;
 use decoy_matching::limits::with_deadline;
-use decoy_matching::near_miss::ReportRow;
+use decoy_matching::near_miss::{NEAR_MISS_COUNT, ReportRow, nearest};
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::plan::text_plan;
 use decoy_spec::request::RequestSnapshot;
@@ -56,19 +60,12 @@ pub fn not_matched_plan(
         candidates.clone()
     };
     // WireMock's near-miss order: the smallest distance, the first in match order
-    // among equals (its sort is stable). NaN, which Java sorts last, never wins.
+    // among equals.
     let started = Instant::now();
     let deadline = started + SCORING_DEADLINE;
     let (closest, skipped) = with_deadline(deadline, || {
-        pool.iter()
-            .map(|&rank| {
-                let m = &set.ranked[rank as usize].mapping;
-                (m.request.near_miss_distance(req), m)
-            })
-            .fold(None, |best: Option<(f64, _)>, (d, m)| match best {
-                Some((bd, _)) if !(d < bd || (bd.is_nan() && !d.is_nan())) => best,
-                _ => Some((d, m)),
-            })
+        let pool = pool.iter().map(|&rank| &set.ranked[rank as usize].mapping);
+        nearest(pool, 1, |m| m.request.near_miss_distance(req)).pop()
     });
     if skipped > 0 {
         tracing::debug!(
@@ -96,6 +93,23 @@ pub fn not_matched_plan(
         });
     }
     text_plan(404, render(mapping.name.as_deref(), &rows))
+}
+
+/// WireMock's near misses of `req` (`NearMissCalculator.findNearestTo`): the
+/// [`NEAR_MISS_COUNT`] stubs closest to it, by the distance and order that choose the
+/// report's closest stub, over every stub in match order. Scored until `deadline`;
+/// past it, the expensive matchers count as not matching.
+pub fn near_misses<'a>(
+    set: &'a MappingSet,
+    req: &RequestSnapshot,
+    deadline: Instant,
+) -> Vec<(f64, &'a Arc<Mapping>)> {
+    with_deadline(deadline, || {
+        nearest(set.iter(), NEAR_MISS_COUNT, |m| {
+            m.request.near_miss_distance(req)
+        })
+    })
+    .0
 }
 
 /// Half the width, less the frame: the widest a cell's text may be before it wraps.
@@ -264,8 +278,6 @@ mod tests {
         let (_, m) = best.unwrap();
         render(m.name.as_deref(), &m.request.report_rows(req))
     }
-
-    use crate::mapping::Mapping;
 
     #[test]
     fn bounded_scoring_names_the_stub_an_exhaustive_scan_names() {
