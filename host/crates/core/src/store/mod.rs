@@ -199,3 +199,178 @@ fn counts(st: &State) -> Counts {
             + st.duplicates.len(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store over a fresh root, with `files` (name, content) in `mappings/`, loaded
+    /// as at start.
+    fn store_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let mappings = load::mappings_dir(dir.path());
+        std::fs::create_dir_all(&mappings).unwrap();
+        for (name, text) in files {
+            std::fs::write(mappings.join(name), text).unwrap();
+        }
+        let store = Store::new(dir.path(), Arc::new(Engine::new(Vec::new())));
+        let report = load::load_root_with(dir.path(), store.context(), &[]).unwrap();
+        store.install_initial(report);
+        (dir, store)
+    }
+
+    fn stub(id: &str, url: &str) -> String {
+        format!(r#"{{"id": "{id}", "request": {{"url": "{url}"}}, "response": {{"status": 200}}}}"#)
+    }
+
+    /// A stub as the admin API would hand it to the store.
+    fn api_stub(store: &Store, json: &str) -> Mapping {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        Mapping::parse(&v, store.context(), None, &mut Vec::new()).unwrap()
+    }
+
+    fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+        std::fs::write(load::mappings_dir(dir.path()).join(name), text).unwrap();
+        PathBuf::from("mappings").join(name)
+    }
+
+    /// The ids served, in the order they were added.
+    fn served(store: &Store) -> Vec<String> {
+        let set = store.engine().mappings();
+        set.in_insertion_order().map(|m| m.id.to_string()).collect()
+    }
+
+    fn url_of(store: &Store, id: &str) -> String {
+        let m = store.engine().mappings().get(id).cloned().unwrap();
+        serde_json::from_str::<serde_json::Value>(&m.json).unwrap()["request"]["url"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn files_then_api_stubs_are_served_in_the_order_they_came() {
+        let (dir, store) =
+            store_with(&[("a.json", &stub("a", "/a")), ("b.json", &stub("b", "/b"))]);
+        store.upsert(api_stub(&store, &stub("c", "/c")));
+        let rel = write(&dir, "d.json", &stub("d", "/d"));
+        store.reload_files(&[rel]);
+        store.upsert(api_stub(&store, &stub("e", "/e")));
+        assert_eq!(served(&store), ["a", "b", "c", "d", "e"]);
+        // A rewritten file keeps its place.
+        let rel = write(&dir, "a.json", &stub("a", "/a2"));
+        store.reload_files(&[rel]);
+        assert_eq!(served(&store), ["a", "b", "c", "d", "e"]);
+        assert_eq!(url_of(&store, "a"), "/a2");
+    }
+
+    #[test]
+    fn a_later_file_stub_with_an_id_already_read_is_left_out_and_reported() {
+        let (dir, store) = store_with(&[("a.json", &stub("same", "/first"))]);
+        let rel = write(&dir, "b.json", &stub("same", "/second"));
+        let counts = store.reload_files(&[rel]);
+        assert_eq!(served(&store), ["same"]);
+        assert_eq!(url_of(&store, "same"), "/first");
+        assert_eq!(counts.rejected, 1);
+        let (problems, _) = store.problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].file.ends_with("b.json"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_file_that_breaks_keeps_its_last_good_version_until_it_is_fixed() {
+        let (dir, store) = store_with(&[("a.json", &stub("a", "/good"))]);
+        let rel = write(&dir, "a.json", "{ not json");
+        store.reload_files(std::slice::from_ref(&rel));
+        assert_eq!(served(&store), ["a"]);
+        assert_eq!(url_of(&store, "a"), "/good");
+        let (problems, _) = store.problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].file.ends_with("a.json"), "{problems:?}");
+
+        write(&dir, "a.json", &stub("a", "/fixed"));
+        store.reload_files(&[rel]);
+        assert_eq!(url_of(&store, "a"), "/fixed");
+        assert!(store.problems().0.is_empty());
+    }
+
+    #[test]
+    fn a_new_file_that_is_broken_has_no_last_good_version() {
+        let (dir, store) = store_with(&[("a.json", &stub("a", "/a"))]);
+        let rel = write(&dir, "b.json", "{ not json");
+        let counts = store.reload_files(&[rel]);
+        assert_eq!(served(&store), ["a"]);
+        assert_eq!(counts.loaded, 1);
+        let (problems, _) = store.problems();
+        assert!(
+            problems.iter().any(|p| p.file.ends_with("b.json")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_decoy_wrote_itself_is_not_loaded_a_second_time() {
+        let (dir, store) = store_with(&[]);
+        let m = api_stub(
+            &store,
+            r#"{"id": "p", "name": "kept", "persistent": true,
+            "request": {"url": "/p"}, "response": {"status": 200}}"#,
+        );
+        let done = store.upsert(m);
+        assert!(done.not_saved.is_none(), "{:?}", done.not_saved);
+        let written: Vec<PathBuf> = load::mapping_files(dir.path()).unwrap();
+        assert_eq!(written.len(), 1, "{written:?}");
+        // The stub is now a file stub, read back from what was written.
+        assert!(store.engine().mappings().get("p").unwrap().source.is_some());
+        let swaps = store.swaps();
+        // The watcher then reports the file: its content is known, nothing is published.
+        store.reload_files(&written);
+        assert_eq!(store.swaps(), swaps);
+        assert_eq!(served(&store), ["p"]);
+    }
+
+    #[test]
+    fn reset_drops_api_stubs_and_edits_and_reads_the_files_again() {
+        let (dir, store) = store_with(&[("a.json", &stub("a", "/a"))]);
+        store.upsert(api_stub(&store, &stub("api", "/api")));
+        store.upsert(api_stub(&store, &stub("a", "/edited")));
+        assert_eq!(url_of(&store, "a"), "/edited");
+        // A change on disk the watcher has not reported yet.
+        write(&dir, "b.json", &stub("b", "/b"));
+        let counts = store.reset();
+        assert_eq!(served(&store), ["a", "b"]);
+        assert_eq!(url_of(&store, "a"), "/a");
+        assert_eq!(
+            counts,
+            Counts {
+                loaded: 2,
+                rejected: 0
+            }
+        );
+    }
+
+    #[test]
+    fn removing_an_api_stub_stops_serving_it() {
+        let (_dir, store) = store_with(&[("a.json", &stub("a", "/a"))]);
+        store.upsert(api_stub(&store, &stub("api", "/api")));
+        assert_eq!(served(&store), ["a", "api"]);
+        assert!(store.remove("api").unwrap());
+        assert_eq!(served(&store), ["a"]);
+        assert!(!store.remove("api").unwrap());
+    }
+
+    #[test]
+    fn editing_a_file_stub_serves_the_edit_in_its_place_and_leaves_the_file() {
+        let (dir, store) =
+            store_with(&[("a.json", &stub("a", "/a")), ("b.json", &stub("b", "/b"))]);
+        store.upsert(api_stub(&store, &stub("a", "/edited")));
+        assert_eq!(served(&store), ["a", "b"]);
+        assert_eq!(url_of(&store, "a"), "/edited");
+        let on_disk = std::fs::read_to_string(load::mappings_dir(dir.path()).join("a.json"));
+        assert_eq!(on_disk.unwrap(), stub("a", "/a"));
+        // Removing the edited stub takes it out of what is served; its file stays.
+        assert!(store.remove("a").unwrap());
+        assert_eq!(served(&store), ["b"]);
+        assert!(load::mappings_dir(dir.path()).join("a.json").exists());
+    }
+}
