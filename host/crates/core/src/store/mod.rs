@@ -350,6 +350,16 @@ mod tests {
     }
 
     #[test]
+    fn reset_on_a_root_with_no_stub_file_drops_the_api_stubs() {
+        let (_dir, store) = store_with(&[]);
+        store.upsert(api_stub(&store, &stub("api", "/api")));
+        assert_eq!(served(&store), ["api"]);
+        let counts = store.reset();
+        assert!(served(&store).is_empty());
+        assert_eq!(counts, Counts::default());
+    }
+
+    #[test]
     fn removing_an_api_stub_stops_serving_it() {
         let (_dir, store) = store_with(&[("a.json", &stub("a", "/a"))]);
         store.upsert(api_stub(&store, &stub("api", "/api")));
