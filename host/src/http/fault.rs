@@ -123,7 +123,7 @@ fn garbage(f: Fault) -> Vec<u8> {
             v
         }
         _ => {
-            use rand::RngCore;
+            use rand::Rng as _;
             let mut v = vec![0u8; 2048];
             rand::rng().fill_bytes(&mut v);
             v

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use rand::Rng as _;
+use rand::RngExt as _;
 use serde_json::{Map, Value, json};
 
 use decoy_core::paths;

@@ -32,7 +32,7 @@ use handlebars::{
     Context, Handlebars, Helper, HelperDef, HelperResult, Output, PathAndJson, RenderContext,
     RenderError, RenderErrorReason, Renderable, ScopedJson,
 };
-use rand::Rng;
+use rand::RngExt as _;
 use serde_json::{Map, Value, json};
 
 use crate::dates;
