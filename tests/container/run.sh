@@ -125,7 +125,9 @@ if [ "${engine[0]}" = podman ]; then
 fi
 status=
 for _ in $(seq 1 60); do
-  status=$("${engine[@]}" inspect --format '{{.State.Health.Status}}' "$b" 2>/dev/null || true)
+  # Docker and newer podman name it State.Health; older podman only State.Healthcheck.
+  status=$("${engine[@]}" inspect --format '{{.State.Health.Status}}' "$b" 2>/dev/null ||
+    "${engine[@]}" inspect --format '{{.State.Healthcheck.Status}}' "$b" 2>/dev/null || true)
   [ "$status" = healthy ] && break
   sleep 1
 done

@@ -248,6 +248,13 @@ fn operator_call(op: &str, left: &str, right: &Operand, expr: &str) -> Result<St
     let literal = |v: &serde_json::Value| string_literal(&v.to_string());
     let left = if left.starts_with(['@', '$']) {
         Operand::Query(left.to_owned())
+    } else if !left.starts_with(['\'', '"']) && left.contains(['@', '$', '(']) {
+        // A function of a path (`length(@.a)`): Jayway's word operators take a path
+        // or a literal on their left, and the loose reading below would take this
+        // text for an unquoted string.
+        return Err(Error(format!(
+            "the left side of `{op}` ({left}) must be a path (@... or $...) or a literal, in {expr:?}"
+        )));
     } else {
         Operand::Literal(permissive(left).map_err(|e| {
             Error(format!(
