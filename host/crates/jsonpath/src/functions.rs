@@ -119,43 +119,7 @@ fn unquoted(s: &str) -> String {
     } else {
         s
     };
-    unescape(inner)
-}
-
-/// Jayway's `Utils.unescape`: `\\`, `\'`, `\"`, `\n`, `\t`, `\r`, `\b`, `\f`, `\/` and
-/// `\uXXXX`; any other escaped character stands for itself.
-fn unescape(s: &str) -> String {
-    if !s.contains('\\') {
-        return s.to_owned();
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some('u') => {
-                let hex: String = chars.by_ref().take(4).collect();
-                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
-                    Some(u) => out.push(u),
-                    None => {
-                        out.push_str("\\u");
-                        out.push_str(&hex);
-                    }
-                }
-            }
-            Some(other) => out.push(other),
-            None => out.push('\\'),
-        }
-    }
-    out
+    crate::unescape_literal(inner)
 }
 
 /// A JSON value as a node (a literal's string was read, quotes and escapes, by the

@@ -425,8 +425,9 @@ fn permissive_value(chars: &[char], i: &mut usize) -> Result<serde_json::Value, 
     }
 }
 
-/// The escapes of a string literal: `\'`, `\"`, `\\`, `\n`, `\t`, `\uXXXX`...
-fn unescape_literal(s: &str) -> String {
+/// The escapes of a string literal, as Jayway's `Utils.unescape`: `\\`, `\'`, `\"`, `\n`,
+/// `\t`, `\r`, `\b`, `\f`, `\/` and `\uXXXX`; any other escaped character stands for itself.
+pub(crate) fn unescape_literal(s: &str) -> String {
     if !s.contains('\\') {
         return s.to_owned();
     }
