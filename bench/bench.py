@@ -223,10 +223,11 @@ def wiremock(jar, root, port):
     return Server("WireMock", cmd, port, "/__admin/health")
 
 
-def nginx(base, port):
-    conf = base / "nginx.conf"
+def nginx(base, port, workers="auto"):
+    """nginx answering a static 200 "hello" (`workers`: its worker processes)."""
+    conf = base / f"nginx-{port}.conf"
     conf.write_text(f"""
-worker_processes auto;
+worker_processes {workers};
 daemon off;
 pid {base}/nginx.pid;
 error_log {base}/nginx-error.log;
@@ -258,7 +259,20 @@ def warm_up(port, seconds=8, tolerance=0.05, most=10, **load):
     return rates
 
 
+# A wrk script printing the percentiles `--latency` leaves out (p99.9), one
+# "PCT <percentile> <microseconds>" line each.
+PERCENTILES_SCRIPT = r"""
+function done(summary, latency, requests)
+  for _, p in ipairs({50, 90, 99, 99.9, 99.99}) do
+    io.write(string.format("PCT %g %d\n", p, latency:percentile(p)))
+  end
+end
+"""
+
+
 def wrk(port, path="/", connections=64, duration=10, script=None, threads=2, timeout="5s"):
+    """wrk's req/s, p99 (ms) and errors; with PERCENTILES_SCRIPT as the script, also
+    "pcts": {percentile: ms}."""
     cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", timeout]
     if script:
         cmd += ["-s", str(script)]
@@ -276,7 +290,11 @@ def wrk(port, path="/", connections=64, duration=10, script=None, threads=2, tim
         errors += sum(int(x) for x in m.groups())
     if bad:
         errors += int(bad.group(1))
-    return {"rps": rps, "p99_ms": p99, "errors": errors}
+    result = {"rps": rps, "p99_ms": p99, "errors": errors}
+    pcts = {float(p): int(us) / 1000 for p, us in re.findall(r"^PCT ([\d.]+) (\d+)$", out, re.M)}
+    if pcts:
+        result["pcts"] = pcts
+    return result
 
 
 def parse_latency(text):

@@ -18,7 +18,7 @@ if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; th
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
 rustup target add wasm32-wasip2
-cargo build --release -p decoy --bins --features bench --example mq-load --example plugin-calls
+cargo build --release -p decoy --bins --features bench --example mq-load --example plugin-calls --example fixed-rate
 # A trivial Rust plugin for the per-call and start-up figures (the test plugin's noop mode).
 (cd tests/plugins/hostile && cargo build --quiet --release --target wasm32-wasip2 --target-dir ../../../target/test-plugins)
 mkdir -p bench/out/plugins
@@ -47,3 +47,7 @@ python3 bench/plugins.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremoc
   --plugins-dir bench/out/plugins
 python3 bench/bench.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
   --json bench/out/last-run.json "${extra[@]}" "$@"
+# Tail latency of one static stub: nginx (1 worker), decoy in each thread layout,
+# WireMock; wrk closed-loop and a fixed-rate open-loop driver (bench/tail.py).
+python3 bench/tail.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
+  --json bench/out/tail.json

@@ -466,7 +466,9 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         ),
         proxy,
         admin: Some(admin.clone()),
-        web_root: Some(decoy_core::mapping::load::files_dir(&opts.root_dir)),
+        web_root: Some(http::webroot::WebRoot::new(
+            decoy_core::mapping::load::files_dir(&opts.root_dir),
+        )),
         cfg: opts.http.clone(),
     });
     let stub_role = if opts.admin_port.is_some() {
@@ -477,53 +479,76 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
 
     // The dashboard's per-second figures, kept whether or not a page is open.
     let mut tasks = vec![tokio::spawn(crate::admin::dashboard::sample(admin.clone()))];
-    let mut http_addr = None;
+    // The stub ports, served on the threads `--thread-layout` says; the admin port
+    // on this (the shared) runtime, as everything but the stub ports is.
+    let ip: std::net::IpAddr = opts.bind_address.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "cannot listen on {}: {:?} is not an IP address",
+            opts.bind_address,
+            opts.bind_address
+        )
+    })?;
+    let mut stub_ports = Vec::new();
     if !opts.disable_http {
-        let listener = http::bind(&opts.bind_address, opts.port)
-            .await
-            .with_context(|| format!("cannot listen on {}:{}", opts.bind_address, opts.port))?;
-        http_addr = Some(listener.local_addr()?);
-        tasks.push(tokio::spawn(http::serve(
-            listener,
-            None,
-            services.clone(),
-            stub_role,
-            stop_rx.clone(),
-        )));
+        stub_ports.push(http::threads::PortSpec {
+            ip,
+            port: opts.port,
+            tls: None,
+            role: stub_role,
+            purpose: "",
+        });
     }
-
-    let mut https_addr = None;
     if let (Some(port), Some(tls)) = (opts.https_port, tls) {
-        let listener = http::bind(&opts.bind_address, port)
-            .await
-            .with_context(|| format!("cannot listen on {}:{port} for HTTPS", opts.bind_address))?;
-        https_addr = Some(listener.local_addr()?);
-        tasks.push(tokio::spawn(http::serve(
-            listener,
-            Some(tls),
-            services.clone(),
-            stub_role,
-            stop_rx.clone(),
-        )));
+        stub_ports.push(http::threads::PortSpec {
+            ip,
+            port,
+            tls: Some(tls),
+            role: stub_role,
+            purpose: " for HTTPS",
+        });
     }
+    let layout = opts.http.layout;
+    let threads = match layout {
+        http::threads::Layout::Shared => 1,
+        _ => opts
+            .http
+            .threads
+            .unwrap_or_else(http::threads::default_threads),
+    };
+    let stubs =
+        http::threads::start(layout, threads, &services, stub_ports, stop_rx.clone()).await?;
+    if layout == http::threads::Layout::Shared {
+        tracing::info!("serving HTTP on the shared runtime (--thread-layout shared)");
+    } else {
+        tracing::info!("serving HTTP on {threads} thread(s) (--thread-layout {layout})");
+    }
+    tasks.extend(stubs.tasks);
+    let mut stub_addrs = stubs.addrs.into_iter();
+    let http_addr = if opts.disable_http {
+        None
+    } else {
+        stub_addrs.next()
+    };
+    let https_addr = stub_addrs.next();
     let mut admin_addr = None;
     if let Some(port) = opts.admin_port {
-        let listener = http::bind(&opts.bind_address, port)
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot listen on {}:{port} for the admin API",
-                    opts.bind_address
-                )
-            })?;
-        admin_addr = Some(listener.local_addr()?);
-        tasks.push(tokio::spawn(http::serve(
-            listener,
-            None,
-            services,
-            Role::Admin,
+        let admin_port = http::threads::PortSpec {
+            ip,
+            port,
+            tls: None,
+            role: Role::Admin,
+            purpose: " for the admin API",
+        };
+        let started = http::threads::start(
+            http::threads::Layout::Shared,
+            1,
+            &services,
+            vec![admin_port],
             stop_rx,
-        )));
+        )
+        .await?;
+        admin_addr = started.addrs.first().copied();
+        tasks.extend(started.tasks);
     }
     let watcher = match watcher {
         Some(task) => task.await.context("starting the file watcher")?,

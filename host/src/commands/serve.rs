@@ -177,6 +177,12 @@ pub struct ServeArgs {
     /// with a load generator, 1 can cut tail latency (docs/performance.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     container_threads: Option<u32>,
+    /// Which threads serve the stub ports: reuseport (a runtime per worker thread,
+    /// each with its own listener on the port), dealt (a runtime per worker thread,
+    /// connections dealt round-robin by one acceptor) or shared (one work-stealing
+    /// runtime for all). Default: reuseport.
+    #[arg(long, value_name = "LAYOUT", env = decoy::http::threads::LAYOUT_ENV, value_parser = |s: &str| s.parse::<decoy::http::threads::Layout>())]
+    thread_layout: Option<decoy::http::threads::Layout>,
     /// Most client connections open at once, across ports; past it a new connection
     /// is closed at once (default: 16384, or less when the open-file limit is lower).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -565,6 +571,8 @@ impl ServeArgs {
                 max_connections: self
                     .max_connections
                     .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+                layout: self.thread_layout.unwrap_or_default(),
+                threads: self.container_threads.map(|n| n as usize),
             },
             strict: self.strict,
             watch: !self.no_watch,

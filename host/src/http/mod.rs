@@ -26,6 +26,7 @@ pub mod jks;
 pub mod proxy;
 pub mod recorder;
 pub mod targets;
+pub mod threads;
 pub mod tls;
 pub mod via;
 pub mod webroot;
@@ -43,7 +44,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::admin::{Admin, AdminRequest};
@@ -83,6 +84,12 @@ pub struct HttpConfig {
     /// The most connections open at once, across listeners (`--max-connections`;
     /// `None`: [`conns::default_max_connections`] for the open-file limit).
     pub max_connections: Option<usize>,
+    /// Which threads serve the stub ports' connections (`--thread-layout`; by
+    /// default what `DECOY_THREAD_LAYOUT` names, else [`threads::Layout::default`]).
+    pub layout: threads::Layout,
+    /// How many threads serve them in a per-thread layout (`--container-threads`;
+    /// `None`: one per core).
+    pub threads: Option<usize>,
 }
 
 /// Jetty's default idle timeout, which WireMock keeps.
@@ -100,6 +107,8 @@ impl Default for HttpConfig {
             http2_plain: true,
             http2_tls: true,
             max_connections: None,
+            layout: threads::Layout::from_env(),
+            threads: None,
         }
     }
 }
@@ -117,7 +126,7 @@ pub struct Services {
     /// The admin API (`None` in the few tests that run without one).
     pub admin: Option<Arc<Admin>>,
     /// `__files`, served as a web root to GETs no stub matches (`None`: not served).
-    pub web_root: Option<std::path::PathBuf>,
+    pub web_root: Option<webroot::WebRoot>,
     pub cfg: HttpConfig,
     /// Open connections across every listener, against `--max-connections`.
     pub connections: Arc<conns::ConnLimit>,
@@ -149,72 +158,127 @@ struct Conn {
     heads: Option<Arc<heads::RequestHeads>>,
 }
 
-/// Accepts connections on `listener` until `shutdown` turns true, then lets open
-/// connections finish their current request (up to 5 s).
-pub async fn serve(
-    listener: TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    services: Arc<Services>,
-    role: Role,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let graceful = GracefulShutdown::new();
-    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-    let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        // A timer per request; the connection's watchdog does this job (see conns.rs).
-        .header_read_timeout(None);
-    builder.http2().timer(TokioTimer::new());
-    let http2 = if acceptor.is_some() {
-        services.cfg.http2_tls
-    } else {
-        services.cfg.http2_plain
-    };
-    if !http2 {
-        builder = builder.http1_only();
-    }
-    let builder = Arc::new(builder);
-    let idle_timeout = services.cfg.idle_timeout;
-    let mut backoff = conns::AcceptBackoff::default();
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => {
-                    backoff.succeeded();
-                    a
+/// Where a serving loop gets its connections: its own listener, or the connections
+/// a dealer accepted for it (see [`threads`]).
+#[derive(Debug)]
+pub enum Source {
+    Listener(TcpListener),
+    Dealt(tokio::sync::mpsc::UnboundedReceiver<threads::Dealt>),
+}
+
+impl Source {
+    /// The next connection, with its slot under `--max-connections`. A listener's
+    /// accept errors (out of file descriptors, most often) are waited out with a
+    /// back-off, and a connection past the cap is closed at once (dropped). `None`:
+    /// the dealer has stopped.
+    async fn next(
+        &mut self,
+        limit: &Arc<conns::ConnLimit>,
+        backoff: &mut conns::AcceptBackoff,
+    ) -> Option<(TcpStream, SocketAddr, conns::ConnSlot)> {
+        match self {
+            Source::Listener(listener) => loop {
+                match listener.accept().await {
+                    Ok((stream, peer)) => {
+                        backoff.succeeded();
+                        if let Some(slot) = limit.acquire() {
+                            return Some((stream, peer, slot));
+                        }
+                    }
+                    Err(e) => tokio::time::sleep(backoff.failed(&e)).await,
                 }
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    let delay = backoff.failed(&e);
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => continue,
-                        _ = shutdown.changed() => break,
+            },
+            Source::Dealt(rx) => loop {
+                let dealt = rx.recv().await?;
+                // Registered with this thread's runtime from here on.
+                match TcpStream::from_std(dealt.stream) {
+                    Ok(stream) => return Some((stream, dealt.peer, dealt.slot)),
+                    Err(e) => {
+                        tracing::debug!("cannot take over the connection from {}: {e}", dealt.peer)
                     }
                 }
             },
-            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+/// How one port serves a connection: its role, TLS, and hyper's settings. Shared by
+/// every serving loop of the port.
+#[derive(Clone)]
+pub struct Port {
+    services: Arc<Services>,
+    role: Role,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    local_port: u16,
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port")
+            .field("role", &self.role)
+            .field("tls", &self.tls.is_some())
+            .field("local_port", &self.local_port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Port {
+    pub fn new(
+        services: Arc<Services>,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        role: Role,
+        local_port: u16,
+    ) -> Port {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            // A timer per request; the connection's watchdog does this job (see conns.rs).
+            .header_read_timeout(None);
+        builder.http2().timer(TokioTimer::new());
+        let http2 = if tls.is_some() {
+            services.cfg.http2_tls
+        } else {
+            services.cfg.http2_plain
         };
-        // Past the cap the connection is closed at once (dropped), logged once.
-        let Some(slot) = services.connections.acquire() else {
-            continue;
-        };
+        if !http2 {
+            builder = builder.http1_only();
+        }
+        Port {
+            services,
+            role,
+            tls: tls.map(tokio_rustls::TlsAcceptor::from),
+            builder: Arc::new(builder),
+            local_port,
+        }
+    }
+
+    /// Serves one connection in a task of the current runtime (the thread that
+    /// accepted it, or was dealt it), watched by `graceful` for the drain.
+    fn spawn(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: conns::ConnSlot,
+        graceful: &GracefulShutdown,
+    ) {
+        let services = &self.services;
+        let idle_timeout = services.cfg.idle_timeout;
         let _ = stream.set_nodelay(true);
         let activity = conns::Activity::new();
         let conn = |scheme, fault| Conn {
             services: services.clone(),
-            role,
+            role: self.role,
             scheme,
             peer,
-            local_port,
+            local_port: self.local_port,
             fault,
             activity: activity.clone(),
             heads: None,
         };
-        let builder = builder.clone();
-        match &acceptor {
+        let builder = self.builder.clone();
+        match &self.tls {
             None => {
                 let fault = Arc::new(FaultSlot::default());
                 let mut conn = conn("http", fault.clone());
@@ -281,7 +345,26 @@ pub async fn serve(
             }
         }
     }
-    drop(listener);
+}
+
+/// Serves the connections `source` gives, each in a task of the current runtime,
+/// until `shutdown` turns true (or its sender is gone); then lets open connections
+/// finish their current request (up to 5 s).
+pub async fn serve(mut source: Source, port: Port, mut shutdown: watch::Receiver<bool>) {
+    let graceful = GracefulShutdown::new();
+    let mut backoff = conns::AcceptBackoff::default();
+    let limit = port.services.connections.clone();
+    loop {
+        let next = tokio::select! {
+            next = source.next(&limit, &mut backoff) => next,
+            _ = shutdown.changed() => None,
+        };
+        let Some((stream, peer, slot)) = next else {
+            break;
+        };
+        port.spawn(stream, peer, slot, &graceful);
+    }
+    drop(source);
     if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
         .await
         .is_err()
@@ -446,7 +529,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     if !matched
         && parts.method == http::Method::GET
         && let Some(root) = &services.web_root
-        && let Some(file) = webroot::answer(root, parts.uri.path())
+        && let Some(file) = root.answer(parts.uri.path()).await
     {
         plan = file;
     }
@@ -671,21 +754,4 @@ fn render(plan: ResponsePlan, version: Version) -> Response<ResponseBody> {
         headers.append(name.clone(), value.clone());
     }
     resp
-}
-
-/// Binds a listener; `port` 0 picks a free port.
-pub async fn bind(addr: &str, port: u16) -> std::io::Result<TcpListener> {
-    let ip: std::net::IpAddr = addr.parse().map_err(|_| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{addr:?} is not an IP address"),
-        )
-    })?;
-    let socket = match ip {
-        std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-        std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(SocketAddr::new(ip, port))?;
-    socket.listen(4096)
 }

@@ -11,6 +11,16 @@
 //!
 //! Nothing outside `__files` is ever served: `..` may not climb above it, and a path
 //! that resolves (through a link) outside it is treated as missing.
+//!
+//! Finding and reading the file (canonicalising, `stat`, `read`) are blocking calls,
+//! so [`WebRoot::answer`] makes them on tokio's blocking threads, at most
+//! [`MAX_READS`] at once, never on a thread that serves connections (whose other
+//! connections would wait, and which no other thread relieves in the per-thread
+//! layouts). The files are read on every request, not cached: a cache would have to
+//! hear of every change to `__files` (the watcher is off under `--no-watch`, and the
+//! admin API, recordings and other tools write there too) and would hold the files'
+//! contents in memory, and this is the fallback for a GET no stub matched, not the
+//! path a stubbed request takes.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,8 +42,42 @@ const WELCOME: [(&str, &str); 4] = [
 /// WireMock's answer when the extension is unknown or missing.
 const DEFAULT_TYPE: &str = "application/json";
 
+/// The most web-root lookups (and reads) running at once; more wait their turn.
+pub const MAX_READS: usize = 16;
+
+/// `__files`, served as a web root from blocking threads.
+#[derive(Debug, Clone)]
+pub struct WebRoot {
+    dir: Arc<Path>,
+    reads: Arc<tokio::sync::Semaphore>,
+}
+
+impl WebRoot {
+    pub fn new(files_dir: PathBuf) -> WebRoot {
+        WebRoot {
+            dir: Arc::from(files_dir),
+            reads: Arc::new(tokio::sync::Semaphore::new(MAX_READS)),
+        }
+    }
+
+    /// The answer for `GET raw_path`, or `None` when there is no such file (the
+    /// request stays unmatched). A turn is held until the read ends, even if the
+    /// client has gone.
+    pub async fn answer(&self, raw_path: &str) -> Option<ResponsePlan> {
+        let turn = self.reads.clone().acquire_owned().await.ok()?;
+        let (dir, raw_path) = (self.dir.clone(), raw_path.to_owned());
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            answer(&dir, &raw_path)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+}
+
 /// The answer for `GET raw_path` from `files_dir`, or `None` when there is no such
-/// file (the request stays unmatched).
+/// file (the request stays unmatched). Blocks (see [`WebRoot::answer`]).
 pub fn answer(files_dir: &Path, raw_path: &str) -> Option<ResponsePlan> {
     let rel = relative_path(raw_path)?;
     let root = files_dir.canonicalize().ok()?;

@@ -125,6 +125,9 @@ struct Inner {
     queue: Mutex<Queue>,
     metrics: Arc<Metrics>,
     log: Arc<Throttle>,
+    /// The runtime the sender was made on (`decoy serve`'s shared one), where
+    /// webhooks are rendered and sent: never on the threads serving the stub ports.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// What is waiting, in all and by target.
@@ -185,7 +188,8 @@ impl Drop for Held {
 }
 
 impl WebhookSender {
-    /// Webhooks go through `outbound`, within `limits`.
+    /// Webhooks go through `outbound`, within `limits`, on the current runtime
+    /// (or, made outside one, on the runtime of the request that fires them).
     pub fn new(
         limits: WebhookLimits,
         outbound: Arc<Outbound>,
@@ -204,6 +208,7 @@ impl WebhookSender {
                 queue: Mutex::default(),
                 metrics,
                 log: Arc::default(),
+                runtime: tokio::runtime::Handle::try_current().ok(),
             }),
         }
     }
@@ -211,7 +216,8 @@ impl WebhookSender {
 
 impl WebhookSink for WebhookSender {
     fn fire(&self, fired: Fired) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let runtime = self.inner.runtime.clone();
+        let Some(runtime) = runtime.or_else(|| tokio::runtime::Handle::try_current().ok()) else {
             tracing::warn!(
                 "webhooks of {} not sent: no async runtime to send them on",
                 fired.mapping

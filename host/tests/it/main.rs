@@ -24,6 +24,7 @@ mod hardening_server;
 mod header_case;
 #[cfg(feature = "ibmmq")]
 mod ibmmq_live;
+mod layouts;
 mod lifecycle;
 mod load_order;
 mod matching;

@@ -60,7 +60,7 @@ async fn fixed_delays_wait_before_answering() {
     let dir = root_with_stubs(
         json!([{"request": {"urlPath": "/slow"}, "response": {"body": "late", "fixedDelayMilliseconds": 1500}}]),
     );
-    let server = serve(dir.path()).await;
+    let server = crate::common::serve_on_test_runtime(dir.path()).await;
     let t0 = tokio::time::Instant::now();
     let a = get(server.http_addr, "/slow").await;
     // Virtual time (the clock is paused and auto-advances), so this cannot flake.
@@ -80,7 +80,7 @@ async fn delay_distributions_are_sampled_per_request() {
         {"request": {"urlPath": "/f"}, "response": {"delayDistribution": {"type": "fixed", "milliseconds": 700}}},
         {"request": {"urlPath": "/l"}, "response": {"delayDistribution": {"type": "lognormal", "median": 100, "sigma": 0.1, "maxValue": 400}}}
     ]));
-    let server = serve(dir.path()).await;
+    let server = crate::common::serve_on_test_runtime(dir.path()).await;
     for (path, min, max) in [("/u", 200, 300), ("/f", 700, 700), ("/l", 1, 400)] {
         let t0 = tokio::time::Instant::now();
         assert_eq!(get(server.http_addr, path).await.status, 200);
@@ -95,7 +95,7 @@ async fn chunked_dribble_delay_spreads_the_body_over_time() {
     let dir = root_with_stubs(
         json!([{"request": {"urlPath": "/drip"}, "response": {"body": "0123456789", "chunkedDribbleDelay": {"numberOfChunks": 5, "totalDuration": 1000}}}]),
     );
-    let server = serve(dir.path()).await;
+    let server = crate::common::serve_on_test_runtime(dir.path()).await;
     let t0 = tokio::time::Instant::now();
     let a = get(server.http_addr, "/drip").await;
     assert_eq!(a.body, "0123456789");

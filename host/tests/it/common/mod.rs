@@ -53,6 +53,15 @@ pub async fn serve(root: &Path) -> Running {
     start(options(root)).await.expect("server starts")
 }
 
+/// A server whose connections are served on the test's own runtime (the `shared`
+/// thread layout), for tests that measure delays in virtual time
+/// (`start_paused`): the server's timers must be that runtime's.
+pub async fn serve_on_test_runtime(root: &Path) -> Running {
+    let mut opts = options(root);
+    opts.http.layout = decoy::http::threads::Layout::Shared;
+    start(opts).await.expect("server starts")
+}
+
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
