@@ -1550,3 +1550,78 @@ fn running_out_of_file_descriptors_is_logged_and_survived() {
     let _ = child.wait();
     assert!(err.contains("out of file descriptors"), "{err}");
 }
+
+#[test]
+fn the_thread_layout_comes_from_the_option_or_the_environment_and_a_bad_one_is_refused() {
+    let dir = root(&[("mappings/good.json", GOOD)]);
+    for (args, env) in [
+        (vec!["--thread-layout", "stealing"], None),
+        (vec![], Some("stealing")),
+    ] {
+        let mut cmd = decoy();
+        cmd.arg("serve")
+            .args(&args)
+            .args(["--port", "0", "--bind-address", "127.0.0.1", "--root-dir"])
+            .arg(dir.path())
+            .env_remove("DECOY_THREAD_LAYOUT");
+        if let Some(v) = env {
+            cmd.env("DECOY_THREAD_LAYOUT", v);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} {env:?} started");
+        assert!(err.contains("--thread-layout"), "{err}");
+        assert!(err.contains("reuseport, dealt, shared"), "{err}");
+    }
+    // The option wins over the environment.
+    for (args, env, expected) in [
+        (
+            vec!["--thread-layout", "dealt"],
+            Some("shared"),
+            "on 2 thread(s) (--thread-layout dealt)",
+        ),
+        (vec![], Some("shared"), "on the shared runtime"),
+        (
+            vec!["--container-threads", "3"],
+            None,
+            "on 3 thread(s) (--thread-layout reuseport)",
+        ),
+    ] {
+        let mut cmd = decoy();
+        cmd.arg("serve")
+            .args(&args)
+            .args([
+                "--log-level",
+                "info",
+                "--port",
+                "0",
+                "--bind-address",
+                "127.0.0.1",
+            ])
+            .arg("--root-dir")
+            .arg(dir.path())
+            .env_remove("DECOY_THREAD_LAYOUT")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if args.is_empty() || args[0] != "--container-threads" {
+            cmd.args(["--container-threads", "2"]);
+        }
+        if let Some(v) = env {
+            cmd.env("DECOY_THREAD_LAYOUT", v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let line = ready_line(&mut child);
+        let answer = http_get(port_of(&line), "/hi");
+        assert!(answer.ends_with("hello"), "{args:?}: {answer}");
+        child.kill().unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let _ = child.wait();
+        assert!(err.contains(expected), "{args:?} {env:?}: {err}");
+    }
+}
