@@ -22,7 +22,8 @@
 //!
 //! A request flows top to bottom through these modules:
 //!
-//! - [`http`]: the transport. hyper accepts a connection, reads a request whole and
+//! - [`http`]: the transport. A serving thread (`http::threads`, `--thread-layout`)
+//!   accepts a connection and keeps it; hyper reads a request whole and
 //!   decodes it into a [`RequestSnapshot`](decoy_spec::request::RequestSnapshot);
 //!   `decoy_core::serve` answers it (match, plan, transformers) and records it
 //!   (metrics, journal, webhooks); the transport forwards what a stub proxies and

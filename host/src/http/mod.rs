@@ -11,6 +11,10 @@
 //! thread, so 10,000 delayed requests cost only memory), a timed body for dribbles,
 //! and [`fault::FaultIo`] for faults. No lock is held across any await.
 //!
+//! [`serve`] runs one port's connections, each in a task of the runtime that took it
+//! ([`Source`]: its own listener, or a dealer's channel); [`threads`] decides which
+//! threads and runtimes those are (`--thread-layout`).
+//!
 //! While the journal is on, HTTP/1 connections are read through [`heads::HeadIo`],
 //! which notes how header names were spelled for the journal to show. A stub's
 //! webhooks are handed off with the request, and wait until hyper is done with the
