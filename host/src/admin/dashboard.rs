@@ -40,7 +40,7 @@ use decoy_core::latency;
 use decoy_core::mapping::Mapping;
 use decoy_core::mapping::load::Problem;
 use decoy_core::metrics::{MappingStats, TransportMetrics};
-use decoy_matching::request_pattern::UrlMatcher;
+use decoy_matching::request::UrlMatcher;
 
 /// The content type of the event stream, and the admin handler's "go ahead" for it.
 pub const EVENT_STREAM: &str = "text/event-stream";
@@ -582,7 +582,7 @@ fn http_row(m: &Mapping, s: Option<&MappingStats>) -> Value {
         "id": m.id.as_ref(),
         "kind": "http",
         "name": m.name.as_deref(),
-        "method": m.request.method.as_deref().unwrap_or("ANY"),
+        "method": m.request.method.name().unwrap_or("ANY"),
         "url": url,
         "urlKind": url_kind,
         "status": m.response.status,
@@ -608,7 +608,7 @@ fn http_text(m: &Mapping) -> String {
         "{} {} {} {} {} {}",
         m.id,
         m.name.as_deref().unwrap_or(""),
-        m.request.method.as_deref().unwrap_or("ANY"),
+        m.request.method.name().unwrap_or("ANY"),
         url,
         file,
         m.json

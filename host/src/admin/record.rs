@@ -22,7 +22,7 @@ use decoy_core::mapping::load;
 use decoy_core::paths;
 use decoy_core::store::Store;
 use decoy_core::stub_files::StubFiles;
-use decoy_matching::request_pattern::RequestPattern;
+use decoy_matching::request::RequestPattern;
 
 /// The state of the recorder, kept by the admin API.
 #[derive(Debug, Default)]

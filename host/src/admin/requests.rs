@@ -14,7 +14,7 @@ use decoy_core::journal::ServeEvent;
 use decoy_core::mapping::Mapping;
 use decoy_matching::limits::with_deadline;
 use decoy_matching::near_miss::{NEAR_MISS_COUNT, nearest};
-use decoy_matching::request_pattern::RequestPattern;
+use decoy_matching::request::RequestPattern;
 use decoy_spec::request::RequestSnapshot;
 
 /// How long scoring every stub against one request may take for the admin API's

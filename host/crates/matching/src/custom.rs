@@ -2,7 +2,7 @@
 //!
 //! A stub's `customMatcher` is resolved while the stub is parsed, by whatever the
 //! caller passes as [`CustomMatchers`] (decoy's engine core passes its WebAssembly
-//! plugins). The compiled [`RequestPattern`](crate::request_pattern::RequestPattern)
+//! plugins). The compiled [`RequestPattern`](crate::request::RequestPattern)
 //! then holds a [`CustomMatch`] and asks it last. This crate knows nothing of how a
 //! custom matcher works, which keeps matching below the plugin runtime: the
 //! dependency runs from the plugin adapter to here, never the reverse.

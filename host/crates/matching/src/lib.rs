@@ -13,8 +13,10 @@
 //! Modules, leaves first: [`limits`] (depth limits, budgets and the scoring
 //! deadline that bound every matcher), [`regex`] (Java-style whole-value regexes), [`date`],
 //! [`json`], [`xml`], then [`pattern`] (the value operators, using all of those),
-//! [`custom`] (the plugin seam), [`request_pattern`] (the `request` object) and
-//! [`near_miss`] (WireMock's closeness scoring and not-matched report rows).
+//! [`custom`] (the plugin seam), [`near_miss`] (WireMock's closeness model: a value's
+//! score, the not-matched report's rows and printers) and [`request`] (the `request`
+//! object: one module per part of a request, each with its parse, match, score and
+//! report rows).
 
 pub mod custom;
 pub mod date;
@@ -25,5 +27,5 @@ pub mod pattern;
 #[cfg(test)]
 mod proptests;
 pub mod regex;
-pub mod request_pattern;
+pub mod request;
 pub mod xml;

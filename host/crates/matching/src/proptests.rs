@@ -115,7 +115,7 @@ proptest! {
         if let Ok(p) = StringPattern::parse(&pattern, "b") {
             for body in [json_body.to_string(), xml_body, noise] {
                 let _ = p.matches(&Actual::new(&body));
-                let _ = p.distance(Some(&Actual::new(&body)));
+                let _ = p.score(Some(&Actual::new(&body)));
             }
         }
     }

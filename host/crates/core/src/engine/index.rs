@@ -18,7 +18,7 @@
 
 use std::hash::BuildHasher;
 
-use decoy_matching::request_pattern::UrlMatcher;
+use decoy_matching::request::UrlMatcher;
 
 /// Set on a candidate whose URL matcher the index has already decided: a `urlPath`
 /// (or a `url` without a query, for a request without one) equal to the request's

@@ -87,7 +87,7 @@ fn method_key(method: &str) -> Option<u64> {
 
 impl Entry {
     fn new(mapping: Arc<Mapping>, stats: Arc<MappingStats>) -> Entry {
-        let (method, method_decided) = match &mapping.request.method {
+        let (method, method_decided) = match mapping.request.method.name() {
             None => (ANY_METHOD, true),
             Some(name) => match method_key(name) {
                 Some(key) => (key, true),
@@ -409,7 +409,7 @@ impl Engine {
             .filter(|m| {
                 m.priority == winner.priority
                     && m.id != winner.id
-                    && m.request.custom.is_none()
+                    && m.request.custom_matcher().is_none()
                     && m.request.matches(req)
             })
             .cloned()

@@ -16,7 +16,7 @@ use http::{HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
 use decoy_matching::custom::CustomMatchers;
-use decoy_matching::request_pattern::RequestPattern;
+use decoy_matching::request::RequestPattern;
 use decoy_spec::fields::{
     FieldError, FieldResult, Fields, as_array, as_i64, as_object, as_str, as_u64, join, kind,
     warn_unknown,
@@ -283,7 +283,7 @@ impl Mapping {
                 }
                 share_one_buffer(&mut served, &mut response.body);
 
-                if let Some(c) = &request.custom {
+                if let Some(c) = request.custom_matcher() {
                     c.bind(&id, name.as_deref());
                 }
                 Ok(Mapping {
