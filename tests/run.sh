@@ -75,6 +75,11 @@ python3 -m venv "$work/venv"
 cargo build --quiet -p decoy
 "$work/venv/bin/python" tests/client-compat.py decoy target/debug/decoy
 
+log "gRPC driven by Python's grpcio (PyPI): every call kind, reflection, health"
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check \
+  'grpcio==1.85.1' 'grpcio-tools==1.85.1' 'grpcio-reflection==1.85.1' 'grpcio-health-checking==1.85.1'
+"$work/venv/bin/python" tests/grpc/grpcio-compat.py target/debug/decoy
+
 log "the live dashboard in headless Chromium (Selenium from PyPI)"
 need_apt=""
 for pkg in chromium chromium-driver; do

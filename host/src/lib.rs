@@ -41,6 +41,7 @@
 //! The binary (`src/main.rs`, `src/commands/`) is a thin clap front end over these.
 
 pub mod admin;
+pub mod grpc;
 pub mod http;
 pub mod server;
 pub mod watch;

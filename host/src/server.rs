@@ -318,6 +318,10 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     })
     .await
     .context("loading MQ mappings")?;
+    let grpc_root = opts.root_dir.clone();
+    let grpc_catalog = tokio::task::spawn_blocking(move || decoy_grpc::Catalog::load(&grpc_root))
+        .await
+        .context("loading gRPC descriptors")?;
     let mut summary = LoadSummary::from(&report);
     summary.loaded += mq_load.mappings.len();
     summary.rejected += mq_load.rejected;
@@ -327,7 +331,13 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     summary
         .warnings
         .extend(mq_load.warnings.iter().map(|p| p.to_string()));
-    if opts.strict && summary.rejected > 0 {
+    summary
+        .problems
+        .extend(grpc_catalog.problems.iter().map(|p| p.to_string()));
+    summary
+        .warnings
+        .extend(grpc_catalog.warnings.iter().map(|p| p.to_string()));
+    if opts.strict && (summary.rejected > 0 || !grpc_catalog.problems.is_empty()) {
         bail!(
             "{} mapping(s) rejected and --strict is set:\n  {}",
             summary.rejected,
@@ -380,6 +390,20 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         plugins,
         Some(Arc::new(webhooks.clone())),
     )?;
+    let journal = Arc::new(Journal::with_limits(decoy_core::journal::JournalLimits {
+        max_entries: opts.journal_entries,
+        max_bytes: opts.journal_max_bytes,
+        max_body: opts.journal_max_body,
+    }));
+    let grpc = crate::grpc::start(
+        &opts.root_dir,
+        grpc_catalog,
+        engine.clone(),
+        journal.clone(),
+        &metrics,
+        Some(webhooks.clone()),
+        opts.http.verbose,
+    );
     // Start watching in the background while the listeners come up (setting up the
     // watches on a large tree takes tens of milliseconds); `start` returns only once
     // it is in place, and a rescan then catches what changed on disk in between.
@@ -387,32 +411,31 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         let store = store.clone();
         let mq = mq.clone();
         let root = opts.root_dir.clone();
-        tokio::task::spawn_blocking(move || match crate::watch::spawn(store.clone(), mq) {
-            Ok(w) => {
-                store.rescan(false);
-                // Plugin files changed after their first compilation checked them
-                // and before the watch was in place (in the background: it
-                // compiles).
-                if let Some(p) = store.context().plugins.clone() {
-                    tokio::task::spawn_blocking(move || p.reload_changed());
+        let grpc = grpc.clone();
+        tokio::task::spawn_blocking(move || {
+            match crate::watch::spawn(store.clone(), mq, Some(grpc)) {
+                Ok(w) => {
+                    store.rescan(false);
+                    // Plugin files changed after their first compilation checked them
+                    // and before the watch was in place (in the background: it
+                    // compiles).
+                    if let Some(p) = store.context().plugins.clone() {
+                        tokio::task::spawn_blocking(move || p.reload_changed());
+                    }
+                    Some(w)
                 }
-                Some(w)
-            }
-            Err(e) => {
-                tracing::warn!(
-                    "cannot watch {} for changes ({e}); serving without hot reload",
-                    root.display()
-                );
-                None
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot watch {} for changes ({e}); serving without hot reload",
+                        root.display()
+                    );
+                    None
+                }
             }
         })
     });
     let (stop, stop_rx) = watch::channel(false);
-    let journal = Arc::new(Journal::with_limits(decoy_core::journal::JournalLimits {
-        max_entries: opts.journal_entries,
-        max_bytes: opts.journal_max_bytes,
-        max_body: opts.journal_max_body,
-    }));
+
     if let Some(s) = &shared {
         // From here on API changes and journal queries go through the shared state;
         // `attach` returns once the shared stub list is live here.
@@ -437,6 +460,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         started: std::time::Instant::now(),
         recorder: Default::default(),
         mq: Some(mq.clone()),
+        grpc: Some(grpc.clone()),
         live: Default::default(),
     });
     // Every connection is a file descriptor: use all the process may have, and cap
@@ -470,6 +494,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
             decoy_core::mapping::load::files_dir(&opts.root_dir),
         )),
         cfg: opts.http.clone(),
+        grpc: Some(grpc),
     });
     let stub_role = if opts.admin_port.is_some() {
         Role::Stubs

@@ -11,6 +11,7 @@
 //! - a body file under `__files/` re-reads every mapping file, since any may use it;
 //! - `mq-connections.json` or a file under `mq-mappings/` (or a body file) reloads
 //!   the MQ side ([`MqService::reload`]);
+//! - a descriptor set or `.proto` under `grpc/` reads the gRPC descriptors again;
 //! - `<name>.wasm` (or its settings, `<name>.json`) in the plugins directory reloads
 //!   that plugin when a mapping uses it (calls in flight finish on the old code), and
 //!   otherwise re-reads the mappings, so a stub served without it (it did not exist) now uses it.
@@ -131,7 +132,11 @@ enum Change {
 }
 
 /// Starts watching `store.root()`. Must run inside a tokio runtime.
-pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandle> {
+pub fn spawn(
+    store: Arc<Store>,
+    mq: Arc<MqService>,
+    grpc: Option<Arc<crate::grpc::GrpcServe>>,
+) -> notify::Result<WatchHandle> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
     let fs_tx = tx.clone();
     let mut watcher = notify::recommended_watcher(move |ev| {
@@ -197,6 +202,18 @@ pub fn spawn(store: Arc<Store>, mq: Arc<MqService>) -> notify::Result<WatchHandl
                 now.watch(&root, &mut w);
                 links = now;
                 tracing::info!("mappings/ or __files/ now lead elsewhere; re-reading them");
+            }
+            let grpc_dir = root.join(decoy_grpc::catalog::DIR);
+            let grpc_changed = batch.iter().any(|m| match m {
+                Msg::Fs(Ok(ev)) => {
+                    ev.need_rescan() || ev.paths.iter().any(|p| p.starts_with(&grpc_dir))
+                }
+                Msg::Fs(Err(_)) => true,
+                Msg::PluginLoaded(_) => false,
+            });
+            if grpc_changed && let Some(grpc) = &grpc {
+                let grpc = grpc.clone();
+                let _ = tokio::task::spawn_blocking(move || grpc.reload()).await;
             }
             let (mut change, mut mq_changed, plugin_files) =
                 classify(&root, &links, plugins_dir.as_deref(), batch);

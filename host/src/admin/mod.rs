@@ -49,6 +49,9 @@ pub struct Admin {
     pub recorder: record::Recorder,
     /// The MQ side, whose file problems `/__admin/problems` lists too.
     pub mq: Option<Arc<decoy_mq::MqService>>,
+    /// The gRPC side: its descriptors' and stubs' problems are listed too, and
+    /// `POST /__admin/ext/grpc/reset` reads its descriptors again.
+    pub grpc: Option<Arc<crate::grpc::GrpcServe>>,
     /// The dashboard's per-second figures (see [`dashboard`]).
     pub live: dashboard::Live,
 }
@@ -317,10 +320,24 @@ impl Admin {
                 AdminReply::empty(200)
             }
             ("GET", ["metrics"]) => self.metrics_reply(),
+            // The WireMock gRPC extension's endpoint: read the descriptors again.
+            ("POST", ["ext", "grpc", "reset"]) => match &self.grpc {
+                Some(grpc) => {
+                    grpc.reload();
+                    AdminReply::empty(200)
+                }
+                None => return None,
+            },
             ("GET", ["problems"]) => {
                 let (mut problems, mut warnings) = self.store.problems();
                 if let Some(mq) = &self.mq {
                     let (p, w) = mq.problems();
+                    problems.extend(p);
+                    warnings.extend(w);
+                }
+                if let Some(grpc) = &self.grpc {
+                    let (p, w) =
+                        crate::grpc::problems(grpc, self.store.context().global_templating);
                     problems.extend(p);
                     warnings.extend(w);
                 }

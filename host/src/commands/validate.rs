@@ -56,6 +56,25 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             mq.warnings.len()
         ));
     }
+    // gRPC: the descriptors under grpc/, and the stubs on gRPC paths against them.
+    let grpc = decoy_grpc::Catalog::load(&args.root_dir);
+    let (stub_problems, grpc_warnings) =
+        decoy_grpc::check::check(&grpc, report.mappings.iter(), ctx.global_templating);
+    let grpc_problems: Vec<_> = grpc.problems.iter().cloned().chain(stub_problems).collect();
+    if grpc.files > 0 || !grpc_problems.is_empty() {
+        for w in grpc.warnings.iter().chain(&grpc_warnings) {
+            super::say::out(format_args!("warning: {w}"));
+        }
+        for p in &grpc_problems {
+            super::say::out(format_args!("error: {p}"));
+        }
+        super::say::out(format_args!(
+            "gRPC: {} file(s), {} method(s), {} problem(s)",
+            grpc.files,
+            grpc.method_count(),
+            grpc_problems.len()
+        ));
+    }
     // A check that passes on nothing is a trap in CI (a wrong --root-dir, or files
     // put directly in the root instead of under mappings/).
     let nothing = report.files == 0 && mq.is_empty() && mq.problems.is_empty();
@@ -69,6 +88,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let failed = nothing
         || report.rejected > 0
         || !mq.problems.is_empty()
+        || !grpc_problems.is_empty()
         || (args.strict && !(report.warnings.is_empty() && mq.warnings.is_empty()));
     Ok(if failed {
         ExitCode::FAILURE

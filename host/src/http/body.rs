@@ -31,6 +31,8 @@ pub enum ResponseBody {
     Then(Box<ResponseBody>, tokio::sync::oneshot::Sender<()>),
     /// Chunks sent as a task produces them; ends when the task drops its sender.
     Events(tokio::sync::mpsc::Receiver<Bytes>),
+    /// A gRPC call's answer: its messages, then the status in trailers.
+    Grpc(decoy_grpc::GrpcBody),
 }
 
 impl ResponseBody {
@@ -76,6 +78,7 @@ impl Body for ResponseBody {
                 .map(|piece| piece.map(|b| Ok(Frame::data(b)))),
             ResponseBody::Then(body, _) => Pin::new(&mut **body).poll_frame(cx),
             ResponseBody::Events(rx) => rx.poll_recv(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
+            ResponseBody::Grpc(b) => Pin::new(b).poll_frame(cx),
             ResponseBody::Dribble {
                 chunks,
                 interval,
@@ -103,6 +106,7 @@ impl Body for ResponseBody {
             ResponseBody::Dribble { chunks, .. } => chunks.is_empty(),
             ResponseBody::Fail | ResponseBody::Channel(_) | ResponseBody::Events(_) => false,
             ResponseBody::Then(body, _) => body.is_end_stream(),
+            ResponseBody::Grpc(b) => b.is_end_stream(),
         }
     }
 
@@ -110,6 +114,7 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             ResponseBody::Then(body, _) => body.size_hint(),
+            ResponseBody::Grpc(b) => b.size_hint(),
             _ => SizeHint::default(),
         }
     }

@@ -134,6 +134,8 @@ pub struct Services {
     pub cfg: HttpConfig,
     /// Open connections across every listener, against `--max-connections`.
     pub connections: Arc<conns::ConnLimit>,
+    /// gRPC calls (HTTP/2, `application/grpc`) go here (`None`: served as HTTP).
+    pub grpc: Option<Arc<crate::grpc::GrpcServe>>,
 }
 
 /// What a listener answers.
@@ -402,6 +404,12 @@ fn service(
 /// fault, hand off the webhooks.
 async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let services = &conn.services;
+    if let Some(grpc) = &services.grpc
+        && conn.role != Role::Admin
+        && decoy_grpc::is_grpc(&req)
+    {
+        return crate::grpc::call(grpc, req, conn.scheme, conn.peer, conn.local_port).await;
+    }
     let version = req.version();
     // Claimed first: every HTTP/1 request on the connection claims its head, in order.
     let header_case = match (version, &conn.heads) {

@@ -429,7 +429,8 @@ async fn metrics_list_every_transport_by_its_label_in_the_same_families_as_ever(
             .map(str::to_owned)
             .collect()
     };
-    // Every transport is listed (the brokers too, with nothing configured), HTTP first.
+    // Every transport is listed (the brokers and gRPC too, with nothing configured),
+    // HTTP first.
     assert_eq!(
         rows("decoy_requests_total{"),
         [
@@ -439,6 +440,8 @@ async fn metrics_list_every_transport_by_its_label_in_the_same_families_as_ever(
             r#"decoy_requests_total{transport="amqp",outcome="unmatched"} 0"#,
             r#"decoy_requests_total{transport="ibm-mq",outcome="matched"} 0"#,
             r#"decoy_requests_total{transport="ibm-mq",outcome="unmatched"} 0"#,
+            r#"decoy_requests_total{transport="grpc",outcome="matched"} 0"#,
+            r#"decoy_requests_total{transport="grpc",outcome="unmatched"} 0"#,
         ],
         "{}",
         m.body
@@ -460,6 +463,7 @@ async fn metrics_list_every_transport_by_its_label_in_the_same_families_as_ever(
             r#"decoy_processing_seconds_count{transport="http"} 2"#,
             r#"decoy_processing_seconds_count{transport="amqp"} 0"#,
             r#"decoy_processing_seconds_count{transport="ibm-mq"} 0"#,
+            r#"decoy_processing_seconds_count{transport="grpc"} 0"#,
         ],
         "{}",
         m.body

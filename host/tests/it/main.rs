@@ -19,6 +19,7 @@ mod dashboard;
 mod filenames;
 mod fixtures;
 mod fuzz_requests;
+mod grpc;
 mod hardening_matching;
 mod hardening_server;
 mod header_case;

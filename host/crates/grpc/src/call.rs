@@ -1,0 +1,874 @@
+//! One call, from the HTTP/2 request to the answer's trailers.
+//!
+//! The request body is read message by message as it arrives (`Reader`), never
+//! whole, so streams of any length cost one message of memory. Each request message
+//! goes through the serve step as its own [`RequestSnapshot`]:
+//!
+//! - **unary, server streaming**: the one request message is matched; the stub's
+//!   answer is one message (a JSON object) or, for a server stream, a JSON array of
+//!   messages sent `chunkedDribbleDelay.totalDuration / n` apart; then the status.
+//! - **client streaming**: each message is matched as it comes, and the first that a
+//!   stub answers decides the answer, sent once the client has finished sending
+//!   (the WireMock extension's rule).
+//! - **bidirectional**: each message is matched as it comes and the stub's messages
+//!   are sent at once; a stub that ends with a status other than OK ends the call.
+//!
+//! A stub's delay is a timer; a client's `grpc-timeout` shorter than it ends the call
+//! with DEADLINE_EXCEEDED at the deadline, as a real server's would.
+
+use std::collections::VecDeque;
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use decoy_core::serve::{Arrival, Forwarded, Recorded, Serve};
+use decoy_core::webhooks::WebhookSink;
+use decoy_spec::header_case::HeaderCase;
+use decoy_spec::plan::ResponsePlan;
+use decoy_spec::request::RequestSnapshot;
+use http::{HeaderMap, HeaderName, HeaderValue, Response};
+use http_body::{Body, Frame};
+use prost::Message as _;
+use prost_reflect::MethodDescriptor;
+use tokio::time::Instant;
+
+use crate::body::{GrpcBody, trailers};
+use crate::builtin::{self, Builtin};
+use crate::catalog::Catalog;
+use crate::json;
+use crate::status::{self, Code};
+use crate::wire::{self, Decoder, Encoding, FrameError};
+
+/// The largest request message read by default (gRPC's own default is 4 MiB).
+pub const DEFAULT_MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// The gRPC transport: the services the root declares and the serve step its calls
+/// go through. One per server, shared by every connection.
+#[derive(Debug)]
+pub struct GrpcServer<W> {
+    root: PathBuf,
+    catalog: ArcSwap<Catalog>,
+    serve: Serve<W>,
+    max_message: usize,
+}
+
+/// Where a call came in.
+#[derive(Debug, Clone, Copy)]
+pub struct CallInfo {
+    pub scheme: &'static str,
+    pub peer: Option<SocketAddr>,
+    pub local_port: u16,
+}
+
+/// A status a call ends with.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub code: Code,
+    pub message: String,
+}
+
+impl Status {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Status {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a stub's answer means for a call.
+#[derive(Debug)]
+enum Answer {
+    /// Messages (encoded), then OK, or the status the stub names.
+    Messages(Vec<Vec<u8>>, Status),
+    /// A fault: the stream is reset.
+    Reset,
+}
+
+impl<W: WebhookSink + 'static> GrpcServer<W> {
+    /// Serves the services `catalog` declares (read from `root`'s `grpc/`), answering
+    /// through `serve`.
+    pub fn new(root: &Path, catalog: Catalog, serve: Serve<W>) -> Self {
+        GrpcServer {
+            root: root.to_path_buf(),
+            catalog: ArcSwap::from_pointee(catalog),
+            serve,
+            max_message: DEFAULT_MAX_MESSAGE,
+        }
+    }
+
+    /// Request messages larger than `max` bytes end the call with RESOURCE_EXHAUSTED.
+    pub fn with_max_message(mut self, max: usize) -> Self {
+        self.max_message = max;
+        self
+    }
+
+    /// The services served now.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.load_full()
+    }
+
+    pub fn serve(&self) -> &Serve<W> {
+        &self.serve
+    }
+
+    /// Reads `grpc/` again and serves what it declares now. Calls in flight finish
+    /// with the descriptors they started with.
+    pub fn reload(&self) -> Arc<Catalog> {
+        let cat = Catalog::load(&self.root);
+        for p in &cat.problems {
+            tracing::warn!("{p}");
+        }
+        tracing::info!(
+            "gRPC: {} method(s) from {} file(s) under {}",
+            cat.method_count(),
+            cat.files,
+            self.root.join(crate::catalog::DIR).display()
+        );
+        let cat = Arc::new(cat);
+        self.catalog.store(cat.clone());
+        cat
+    }
+
+    /// Answers one call.
+    pub async fn call<B>(
+        self: &Arc<Self>,
+        req: http::Request<B>,
+        info: CallInfo,
+    ) -> Response<GrpcBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let (parts, body) = req.into_parts();
+        let path = parts.uri.path();
+        let catalog = self.catalog.load_full();
+        let Some(method) = catalog.method(path).cloned() else {
+            if let Some(b) = builtin::builtin(path) {
+                return self.builtin(b, &catalog, parts, body).await;
+            }
+            return status_only(
+                &Status::new(
+                    Code::UNIMPLEMENTED,
+                    format!("Method not found: {}", path.trim_start_matches('/')),
+                ),
+                &[],
+            );
+        };
+        if parts.method != http::Method::POST {
+            return status_only(
+                &Status::new(Code::UNIMPLEMENTED, "a gRPC call is a POST"),
+                &[],
+            );
+        }
+        let encoding = match Encoding::from_header(parts.headers.get("grpc-encoding")) {
+            Ok(e) => e,
+            Err(m) => return status_only(&Status::new(Code::UNIMPLEMENTED, m), &[]),
+        };
+        let call = Call {
+            answer_encoding: Encoding::answer(encoding, parts.headers.get("grpc-accept-encoding")),
+            deadline: wire::timeout(parts.headers.get("grpc-timeout")).map(|t| Instant::now() + t),
+            path: path.to_owned(),
+            info,
+            method,
+            head: parts,
+        };
+        let reader = Reader {
+            body: Box::pin(body),
+            decoder: Decoder::new(self.max_message, encoding),
+            ended: false,
+        };
+        match (
+            call.method.is_client_streaming(),
+            call.method.is_server_streaming(),
+        ) {
+            (false, _) => self.single(call, reader).await,
+            (true, false) => self.client_stream(call, reader).await,
+            (true, true) => self.bidi(call, reader).await,
+        }
+    }
+
+    /// Unary and server streaming: one request message.
+    async fn single<B>(&self, call: Call, mut reader: Reader<B>) -> Response<GrpcBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let msg = match reader.next().await {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                return status_only(
+                    &Status::new(Code::INTERNAL, "the call sent no request message"),
+                    &[],
+                );
+            }
+            Err(s) => return status_only(&s, &[]),
+        };
+        match reader.next().await {
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                return status_only(
+                    &Status::new(
+                        Code::INTERNAL,
+                        "more than one request message for a method that takes one",
+                    ),
+                    &[],
+                );
+            }
+            Err(s) => return status_only(&s, &[]),
+        }
+        let Recorded {
+            plan,
+            matched,
+            webhooks,
+        } = match self.serve_message(&call, &msg).await {
+            Ok(r) => r,
+            Err(s) => return status_only(&s, &[]),
+        };
+        let answer = answer_of(&plan, matched, &call.method);
+        if let Some(s) = wait(&plan, call.deadline).await {
+            return status_only(&s, &[]);
+        }
+        let resp = respond(&call, &plan, answer);
+        hand_off(&self.serve, webhooks, resp)
+    }
+
+    /// Client streaming: the first message a stub answers decides the answer, sent
+    /// once the client finished.
+    async fn client_stream<B>(&self, call: Call, mut reader: Reader<B>) -> Response<GrpcBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let mut chosen: Option<Recorded> = None;
+        loop {
+            let msg = match reader.next().await {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(s) => return status_only(&s, &[]),
+            };
+            if chosen.is_some() {
+                continue;
+            }
+            let rec = match self.serve_message(&call, &msg).await {
+                Ok(r) => r,
+                Err(s) => return status_only(&s, &[]),
+            };
+            // A message no stub answers waits for the next (the extension's rule).
+            if rec.matched {
+                chosen = Some(rec);
+            }
+        }
+        let Some(Recorded { plan, webhooks, .. }) = chosen else {
+            return status_only(&Status::new(Code::UNIMPLEMENTED, status::NOT_MATCHED), &[]);
+        };
+        let answer = answer_of(&plan, true, &call.method);
+        if let Some(s) = wait(&plan, call.deadline).await {
+            return status_only(&s, &[]);
+        }
+        let resp = respond(&call, &plan, answer);
+        hand_off(&self.serve, webhooks, resp)
+    }
+
+    /// Bidirectional: each message's answer goes out as soon as its stub says. The
+    /// answer's head goes out once the first message is served (with its stub's
+    /// metadata when one answered it); a task serves the rest of the call.
+    async fn bidi<B>(self: &Arc<Self>, call: Call, reader: Reader<B>) -> Response<GrpcBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let (head_tx, head_rx) = tokio::sync::oneshot::channel();
+        let me = self.clone();
+        tokio::spawn(async move { me.bidi_task(call, reader, head_tx).await });
+        head_rx.await.unwrap_or_else(|_| {
+            status_only(
+                &Status::new(Code::INTERNAL, "the call ended unanswered"),
+                &[],
+            )
+        })
+    }
+
+    async fn bidi_task<B>(
+        &self,
+        call: Call,
+        mut reader: Reader<B>,
+        head_tx: tokio::sync::oneshot::Sender<Response<GrpcBody>>,
+    ) where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
+        let mut out = Stream {
+            head: Some((head_tx, rx)),
+            tx,
+        };
+        let mut any_matched = false;
+        loop {
+            let msg = match reader.next().await {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(s) => return out.end(&s, &[]).await,
+            };
+            let rec = match self.serve_message(&call, &msg).await {
+                Ok(r) => r,
+                Err(s) => return out.end(&s, &[]).await,
+            };
+            if !rec.matched {
+                out.head(&call, &[]);
+                continue;
+            }
+            any_matched = true;
+            let answer = answer_of(&rec.plan, true, &call.method);
+            if let Some(s) = wait(&rec.plan, call.deadline).await {
+                return out.end(&s, &[]).await;
+            }
+            let (meta, trailer_meta) = metadata(&rec.plan);
+            let (messages, status) = match answer {
+                Answer::Reset => return out.reset().await,
+                Answer::Messages(m, s) => (m, s),
+            };
+            if messages.is_empty() && status.code != Code::OK {
+                let mut meta = meta;
+                meta.extend(trailer_meta);
+                return out.end(&status, &meta).await;
+            }
+            out.head(&call, &meta);
+            let interval = interval_of(&rec.plan, messages.len());
+            for (i, m) in messages.iter().enumerate() {
+                if i > 0 && !interval.is_zero() {
+                    tokio::time::sleep(interval).await;
+                }
+                let frame = Frame::data(wire::frame(m, call.answer_encoding));
+                if out.tx.send(Ok(frame)).await.is_err() {
+                    return; // the client went away
+                }
+            }
+            if let Some(f) = rec.webhooks {
+                self.serve.hand_off(f);
+            }
+            if status.code != Code::OK {
+                return out.end(&status, &trailer_meta).await;
+            }
+        }
+        let end = if any_matched {
+            Status::new(Code::OK, "")
+        } else {
+            Status::new(Code::UNIMPLEMENTED, status::NOT_MATCHED)
+        };
+        out.end(&end, &[]).await;
+    }
+
+    /// Reflection and health, answered from the descriptors served now.
+    async fn builtin<B>(
+        &self,
+        which: Builtin,
+        catalog: &Arc<Catalog>,
+        head: http::request::Parts,
+        body: B,
+    ) -> Response<GrpcBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let encoding = match Encoding::from_header(head.headers.get("grpc-encoding")) {
+            Ok(e) => e,
+            Err(m) => return status_only(&Status::new(Code::UNIMPLEMENTED, m), &[]),
+        };
+        let mut reader = Reader {
+            body: Box::pin(body),
+            decoder: Decoder::new(self.max_message, encoding),
+            ended: false,
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(8);
+        let mut resp = Response::new(GrpcBody::channel(rx));
+        grpc_head(&mut resp, Encoding::Identity, &[]);
+        fn data(bytes: Vec<u8>) -> Result<Frame<Bytes>, std::io::Error> {
+            Ok(Frame::data(wire::frame(&bytes, Encoding::Identity)))
+        }
+        match which {
+            Builtin::Reflection => {
+                let pool = builtin::reflection_pool(catalog);
+                tokio::spawn(async move {
+                    let end = loop {
+                        let msg = match reader.next().await {
+                            Ok(Some(m)) => m,
+                            Ok(None) => break Status::new(Code::OK, ""),
+                            Err(s) => break s,
+                        };
+                        let req = match <builtin::ServerReflectionRequest as prost::Message>::decode(
+                            &msg[..],
+                        ) {
+                            Ok(r) => r,
+                            Err(e) => {
+                                break Status::new(
+                                    Code::INVALID_ARGUMENT,
+                                    format!("not a reflection request: {e}"),
+                                );
+                            }
+                        };
+                        let answer = builtin::reflect(&pool, req);
+                        if tx.send(data(answer.encode_to_vec())).await.is_err() {
+                            return;
+                        }
+                    };
+                    let _ = tx
+                        .send(Ok(Frame::trailers(trailers(end.code, &end.message, &[]))))
+                        .await;
+                });
+                resp
+            }
+            Builtin::HealthCheck | Builtin::HealthWatch => {
+                let req = match reader.next().await {
+                    Ok(Some(m)) => m,
+                    Ok(None) => {
+                        return status_only(
+                            &Status::new(Code::INTERNAL, "the call sent no request message"),
+                            &[],
+                        );
+                    }
+                    Err(s) => return status_only(&s, &[]),
+                };
+                let service =
+                    match <builtin::HealthCheckRequest as prost::Message>::decode(&req[..]) {
+                        Ok(r) => r.service,
+                        Err(e) => {
+                            return status_only(
+                                &Status::new(
+                                    Code::INVALID_ARGUMENT,
+                                    format!("not a health check request: {e}"),
+                                ),
+                                &[],
+                            );
+                        }
+                    };
+                let known = service.is_empty() || catalog.service(&service).is_some();
+                if which == Builtin::HealthCheck {
+                    if !known {
+                        return status_only(&Status::new(Code::NOT_FOUND, "unknown service"), &[]);
+                    }
+                    let answer = builtin::HealthCheckResponse {
+                        status: builtin::SERVING,
+                    };
+                    let mut resp = Response::new(GrpcBody::frames(
+                        VecDeque::from([wire::frame(&answer.encode_to_vec(), Encoding::Identity)]),
+                        Duration::ZERO,
+                        None,
+                        trailers(Code::OK, "", &[]),
+                    ));
+                    grpc_head(&mut resp, Encoding::Identity, &[]);
+                    return resp;
+                }
+                // Watch: the status now, then the stream stays open until the client
+                // leaves (statuses never change while decoy serves).
+                let status = if known {
+                    builtin::SERVING
+                } else {
+                    builtin::SERVICE_UNKNOWN
+                };
+                tokio::spawn(async move {
+                    if tx
+                        .send(data(
+                            builtin::HealthCheckResponse { status }.encode_to_vec(),
+                        ))
+                        .await
+                        .is_ok()
+                    {
+                        tx.closed().await;
+                    }
+                });
+                resp
+            }
+        }
+    }
+
+    /// One request message through the serve step: decode, answer, record.
+    async fn serve_message(&self, call: &Call, msg: &[u8]) -> Result<Recorded, Status> {
+        let input = call.method.input();
+        let decoded = json::decode(&input, msg).map_err(|m| Status::new(Code::INTERNAL, m))?;
+        let read_at = std::time::Instant::now();
+        let mut snap = RequestSnapshot::new("POST", call.path.clone());
+        snap.scheme = call.info.scheme;
+        snap.client_addr = call.info.peer;
+        snap.authority = call.head.uri.authority().map(|a| a.as_str().to_owned());
+        snap.header_case = HeaderCase::as_sent();
+        let snap = snap
+            .with_headers(call.head.headers.clone())
+            .with_body(json::to_json(&decoded));
+        let mut ex = self.serve.answer(&snap).await;
+        if ex.take_proxy().is_some() {
+            let mut plan = decoy_spec::plan::text_plan(200, String::new());
+            plan.headers = Arc::from(vec![
+                (
+                    HeaderName::from_static(status::STATUS_NAME),
+                    HeaderValue::from_static("UNIMPLEMENTED"),
+                ),
+                (
+                    HeaderName::from_static(status::STATUS_REASON),
+                    HeaderValue::from_static("decoy does not proxy gRPC calls yet"),
+                ),
+            ]);
+            self.serve
+                .forwarded(&mut ex, &snap, Forwarded::Failed(plan));
+        }
+        Ok(self.serve.record(
+            ex,
+            snap,
+            Arrival {
+                read_at,
+                protocol: "HTTP/2.0",
+                local_port: call.info.local_port,
+            },
+        ))
+    }
+}
+
+/// A bidirectional call's answer: its head until sent, then its frames.
+struct Stream {
+    head: Option<(HeadSender, FrameReceiver)>,
+    tx: tokio::sync::mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
+}
+
+type HeadSender = tokio::sync::oneshot::Sender<Response<GrpcBody>>;
+type FrameReceiver = tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, std::io::Error>>;
+/// Metadata: header names and values.
+type Meta = Vec<(HeaderName, HeaderValue)>;
+
+impl Stream {
+    /// Sends the head (once) with `meta`.
+    fn head(&mut self, call: &Call, meta: &[(HeaderName, HeaderValue)]) {
+        if let Some((head_tx, rx)) = self.head.take() {
+            let mut resp = Response::new(GrpcBody::channel(rx));
+            head_of(&mut resp, call, meta);
+            let _ = head_tx.send(resp);
+        }
+    }
+
+    /// Ends the call with `status`: trailers-only when no head went out yet.
+    async fn end(mut self, status: &Status, meta: &[(HeaderName, HeaderValue)]) {
+        match self.head.take() {
+            Some((head_tx, _)) => {
+                let _ = head_tx.send(status_only(status, meta));
+            }
+            None => {
+                let t = trailers(status.code, &status.message, meta);
+                let _ = self.tx.send(Ok(Frame::trailers(t))).await;
+            }
+        }
+    }
+
+    /// A fault: the stream is reset.
+    async fn reset(mut self) {
+        match self.head.take() {
+            Some((head_tx, _)) => {
+                let _ = head_tx.send(Response::new(GrpcBody::reset()));
+            }
+            None => {
+                let _ = self
+                    .tx
+                    .send(Err(std::io::Error::other("simulated fault")))
+                    .await;
+            }
+        }
+    }
+}
+
+/// What a call is, once its head is read.
+struct Call {
+    path: String,
+    method: MethodDescriptor,
+    head: http::request::Parts,
+    answer_encoding: Encoding,
+    deadline: Option<Instant>,
+    info: CallInfo,
+}
+
+/// The request body, read a message at a time.
+struct Reader<B> {
+    body: Pin<Box<B>>,
+    decoder: Decoder,
+    ended: bool,
+}
+
+impl<B> Reader<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Display,
+{
+    async fn next(&mut self) -> Result<Option<Bytes>, Status> {
+        loop {
+            match self.decoder.next_message() {
+                Ok(Some(m)) => return Ok(Some(m)),
+                Ok(None) => {}
+                Err(e) => return Err(frame_status(e)),
+            }
+            if self.ended {
+                return if self.decoder.has_partial() {
+                    Err(frame_status(FrameError::Truncated))
+                } else {
+                    Ok(None)
+                };
+            }
+            match std::future::poll_fn(|cx| self.body.as_mut().poll_frame(cx)).await {
+                None => self.ended = true,
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.decoder.push(&data);
+                    }
+                }
+                Some(Err(e)) => {
+                    return Err(Status::new(
+                        Code::CANCELLED,
+                        format!("the request stream ended: {e}"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn frame_status(e: FrameError) -> Status {
+    let code = match &e {
+        FrameError::TooLarge { .. } => Code::RESOURCE_EXHAUSTED,
+        FrameError::Compression(m) if m.contains("without") => Code::INTERNAL,
+        FrameError::Compression(_) => Code::INTERNAL,
+        FrameError::Truncated => Code::INTERNAL,
+    };
+    Status::new(code, e.to_string())
+}
+
+/// What the stub's plan means for this method.
+fn answer_of(plan: &ResponsePlan, matched: bool, method: &MethodDescriptor) -> Answer {
+    if plan.fault.is_some() {
+        return Answer::Reset;
+    }
+    if !matched {
+        return Answer::Messages(
+            Vec::new(),
+            Status::new(Code::UNIMPLEMENTED, status::NOT_MATCHED),
+        );
+    }
+    let header = |name: &str| {
+        plan.headers
+            .iter()
+            .find(|(k, _)| k.as_str() == name)
+            .map(|(_, v)| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let named = header(status::STATUS_NAME);
+    let status = match &named {
+        Some(name) => match Code::from_name(name.trim()) {
+            Some(code) => Status::new(code, header(status::STATUS_REASON).unwrap_or_default()),
+            None => {
+                return Answer::Messages(
+                    Vec::new(),
+                    Status::new(
+                        Code::UNKNOWN,
+                        format!("the stub's grpc-status-name {name:?} is not a gRPC status"),
+                    ),
+                );
+            }
+        },
+        None => match status::from_http(plan.status) {
+            Some((code, msg)) => return Answer::Messages(Vec::new(), Status::new(code, msg)),
+            None => Status::new(Code::OK, ""),
+        },
+    };
+    // A status other than OK with no body: no message (the extension sends none; a
+    // stream stub may send its messages first).
+    if status.code != Code::OK && (plan.body.is_empty() || !method.is_server_streaming()) {
+        return Answer::Messages(Vec::new(), status);
+    }
+    match messages_of(&plan.body, method) {
+        Ok(m) => Answer::Messages(m, status),
+        Err(reason) => {
+            tracing::warn!("a gRPC stub's answer to {} {reason}", method.full_name());
+            Answer::Messages(
+                Vec::new(),
+                Status::new(Code::INTERNAL, format!("the stub's answer {reason}")),
+            )
+        }
+    }
+}
+
+/// A stub's body as the response messages: one JSON object, or for a server stream a
+/// JSON array of them.
+pub fn messages_of(body: &[u8], method: &MethodDescriptor) -> Result<Vec<Vec<u8>>, String> {
+    let output = method.output();
+    let text = std::str::from_utf8(body).map_err(|_| "is not UTF-8 text".to_owned())?;
+    if method.is_server_streaming() && text.trim_start().starts_with('[') {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("is not JSON: {e}"))?;
+        let items = v.as_array().map(Vec::as_slice).unwrap_or_default();
+        return items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                json::from_value(&output, item)
+                    .map(|m| json::encode(&m))
+                    .map_err(|e| format!("[{i}] {e}"))
+            })
+            .collect();
+    }
+    json::from_json(&output, text).map(|m| vec![json::encode(&m)])
+}
+
+/// Waits the plan's delay, or until the deadline when that comes first (then the
+/// call ends with DEADLINE_EXCEEDED).
+async fn wait(plan: &ResponsePlan, deadline: Option<Instant>) -> Option<Status> {
+    if plan.delay.is_zero() {
+        return None;
+    }
+    let due = Instant::now() + plan.delay;
+    match deadline {
+        Some(d) if d <= due => {
+            tokio::time::sleep_until(d).await;
+            Some(Status::new(Code::DEADLINE_EXCEEDED, "deadline exceeded"))
+        }
+        _ => {
+            tokio::time::sleep_until(due).await;
+            None
+        }
+    }
+}
+
+/// The time between a stream's messages: `chunkedDribbleDelay.totalDuration` over
+/// the messages.
+fn interval_of(plan: &ResponsePlan, messages: usize) -> Duration {
+    match plan.dribble {
+        Some(d) if messages > 1 => d.total / messages as u32,
+        _ => Duration::ZERO,
+    }
+}
+
+/// Response headers that are not metadata: HTTP's own, gRPC's reserved ones, and the
+/// extension's status headers.
+fn is_reserved(name: &HeaderName) -> bool {
+    let n = name.as_str();
+    matches!(
+        n,
+        "content-type"
+            | "content-length"
+            | "transfer-encoding"
+            | "connection"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "upgrade"
+    ) || (n.starts_with("grpc-") && !n.starts_with("grpc-trailer-"))
+}
+
+/// A plan's headers as the answer's metadata: (initial, trailing). A header
+/// `grpc-trailer-<name>` is sent as the trailer `<name>`.
+fn metadata(plan: &ResponsePlan) -> (Meta, Meta) {
+    let mut head = Vec::new();
+    let mut tail = Vec::new();
+    for (k, v) in plan.headers.iter() {
+        if is_reserved(k) {
+            continue;
+        }
+        match k.as_str().strip_prefix("grpc-trailer-") {
+            Some(rest) => {
+                if let Ok(name) = HeaderName::from_bytes(rest.as_bytes()) {
+                    tail.push((name, v.clone()));
+                }
+            }
+            None => head.push((k.clone(), v.clone())),
+        }
+    }
+    (head, tail)
+}
+
+fn head_of(resp: &mut Response<GrpcBody>, call: &Call, meta: &[(HeaderName, HeaderValue)]) {
+    grpc_head(resp, call.answer_encoding, meta)
+}
+
+fn grpc_head(
+    resp: &mut Response<GrpcBody>,
+    encoding: Encoding,
+    meta: &[(HeaderName, HeaderValue)],
+) {
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    if encoding == Encoding::Gzip {
+        h.insert("grpc-encoding", HeaderValue::from_static("gzip"));
+    }
+    h.insert(
+        "grpc-accept-encoding",
+        HeaderValue::from_static("gzip,identity"),
+    );
+    for (k, v) in meta {
+        h.append(k.clone(), v.clone());
+    }
+}
+
+/// The answer of a call that ends now with `status` and no message (gRPC's
+/// "trailers-only" answer: the status in the head).
+pub fn status_only(status: &Status, meta: &[(HeaderName, HeaderValue)]) -> Response<GrpcBody> {
+    let mut resp = Response::new(GrpcBody::empty());
+    let h: &mut HeaderMap = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    for (k, v) in meta {
+        h.append(k.clone(), v.clone());
+    }
+    for (k, v) in trailers(status.code, &status.message, &[]).iter() {
+        h.insert(k.clone(), v.clone());
+    }
+    resp
+}
+
+/// The answer of a unary, server-streaming or client-streaming call.
+fn respond(call: &Call, plan: &ResponsePlan, answer: Answer) -> Response<GrpcBody> {
+    let (messages, status) = match answer {
+        Answer::Reset => return Response::new(GrpcBody::reset()),
+        Answer::Messages(m, s) => (m, s),
+    };
+    let (meta, trailer_meta) = metadata(plan);
+    if messages.is_empty() {
+        let mut meta = meta;
+        meta.extend(trailer_meta);
+        return status_only(&status, &meta);
+    }
+    let interval = interval_of(plan, messages.len());
+    let frames: VecDeque<Bytes> = messages
+        .iter()
+        .map(|m| wire::frame(m, call.answer_encoding))
+        .collect();
+    let mut resp = Response::new(GrpcBody::frames(
+        frames,
+        interval,
+        call.deadline,
+        trailers(status.code, &status.message, &trailer_meta),
+    ));
+    head_of(&mut resp, call, &meta);
+    resp
+}
+
+/// Hands the webhooks off once the answer's body is done with.
+fn hand_off<W: WebhookSink>(
+    serve: &Serve<W>,
+    webhooks: Option<decoy_core::webhooks::Fired>,
+    resp: Response<GrpcBody>,
+) -> Response<GrpcBody> {
+    match webhooks {
+        Some(mut fired) => {
+            let (done, out) = tokio::sync::oneshot::channel::<()>();
+            fired.after = Some(Box::pin(async move {
+                let _ = out.await;
+            }));
+            serve.hand_off(fired);
+            resp.map(|b| b.then(done))
+        }
+        None => resp,
+    }
+}
