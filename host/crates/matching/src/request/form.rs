@@ -1,58 +1,35 @@
 //! `formParameters`: a pattern per field of an `application/x-www-form-urlencoded`
 //! body, over its decoded values.
 
-use serde_json::{Map, Value};
-
-use super::multi_value::{MultiValuePattern, multi_patterns, report_named, score_named};
-use super::part::Part;
-use crate::near_miss::{ReportRow, Score};
-use decoy_spec::fields::{FieldResult, Fields, join};
+use super::multi_value::{Fields, Named};
 use decoy_spec::request::RequestSnapshot;
 
-pub(super) const FIELDS: &[&str] = &["formParameters"];
+pub(super) const FIELDS: &[&str] = &[FormParameters::FIELD];
+
+pub type Form = Named<FormParameters>;
 
 #[derive(Debug)]
-pub struct Form(Vec<(String, MultiValuePattern)>);
+pub struct FormParameters;
 
-impl Form {
-    pub(super) fn parse(obj: &Map<String, Value>, path: &str) -> FieldResult<Self> {
-        Ok(Form(match obj.field("formParameters") {
-            Some(q) => multi_patterns(q, &join(path, "formParameters"))?,
-            None => Vec::new(),
-        }))
-    }
-}
+impl Fields for FormParameters {
+    const FIELD: &'static str = "formParameters";
+    const ATTRIBUTE: &'static str = "Form data";
+    const LABEL: &'static str = "Form";
 
-fn values<'a>(req: &'a RequestSnapshot, name: &str) -> Vec<&'a str> {
-    req.form()
-        .iter()
-        .filter(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-        .collect()
-}
-
-impl Part for Form {
-    fn constrains(&self) -> bool {
-        !self.0.is_empty()
-    }
-
-    fn matches(&self, req: &RequestSnapshot) -> bool {
-        self.0.iter().all(|(name, p)| p.matches(&values(req, name)))
-    }
-
-    fn score(&self, req: &RequestSnapshot) -> Score {
-        score_named(&self.0, |name| values(req, name))
-    }
-
-    fn report(&self, req: &RequestSnapshot, rows: &mut Vec<ReportRow>) {
-        report_named(rows, "Form data", "Form", &self.0, |name| values(req, name));
+    fn values<'a>(req: &'a RequestSnapshot, name: &'a str) -> Vec<&'a str> {
+        req.form()
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::part::{request, row, rows_of};
+    use super::super::part::{Part, request, row, rows_of};
     use super::*;
+    use crate::near_miss::ReportRow;
     use serde_json::json;
 
     #[test]

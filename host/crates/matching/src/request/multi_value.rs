@@ -2,11 +2,15 @@
 //! fields, a multipart part's headers): one pattern for any of the values, or
 //! `hasExactly` / `includes` over all of them; how they match, score and print.
 
+use std::marker::PhantomData;
+
 use serde_json::{Map, Value};
 
+use super::part::Part;
 use crate::near_miss::{ReportRow, Score, aggregate, best};
 use crate::pattern::{Actual, StringPattern};
-use decoy_spec::fields::{FieldResult, Fields, as_array, as_object, join};
+use decoy_spec::fields::{FieldResult, Fields as _, as_array, as_object, join};
+use decoy_spec::request::RequestSnapshot;
 
 #[derive(Debug)]
 pub enum MultiValuePattern {
@@ -150,43 +154,84 @@ pub(super) fn values_text(key: &str, values: &[&str]) -> String {
         .join("\n")
 }
 
-/// The score of a list of named patterns: exact for none, else the mean of each
-/// name's score over the values `values_of` finds for it.
-pub(super) fn score_named<'a>(
-    list: &'a [(String, MultiValuePattern)],
-    values_of: impl Fn(&'a str) -> Vec<&'a str>,
-) -> Score {
-    if list.is_empty() {
-        return Score::EXACT;
-    }
-    let scores: Vec<Score> = list
-        .iter()
-        .map(|(name, p)| p.score(&values_of(name)))
-        .collect();
-    aggregate(&scores)
+/// A part made of named, multi-valued fields ([`query`](super::query) parameters,
+/// [`form`](super::form) fields): where it is written in the stub, how the report
+/// names it, and where a request keeps a name's values.
+pub(super) trait Fields {
+    /// The stub's field (`queryParameters`).
+    const FIELD: &'static str;
+    /// The part's name in the report's notes (`Query`, `Form data`).
+    const ATTRIBUTE: &'static str;
+    /// The label before each name on the stub's side (`Query: q`).
+    const LABEL: &'static str;
+
+    /// The values `req` has for `name`, in order.
+    fn values<'a>(req: &'a RequestSnapshot, name: &'a str) -> Vec<&'a str>;
 }
 
-/// The report section of a list of named patterns (query parameters, form fields): a
-/// row per name, `{label}: {name}` and the operator on the stub's side, then a blank
-/// row; `attribute` names the part in the notes.
-pub(super) fn report_named<'a>(
-    rows: &mut Vec<ReportRow>,
-    attribute: &str,
-    label: &str,
-    list: &'a [(String, MultiValuePattern)],
-    values_of: impl Fn(&'a str) -> Vec<&'a str>,
-) {
-    for (name, p) in list {
-        let values = values_of(name);
-        rows.push(ReportRow::part(
-            attribute,
-            format!("{label}: {name}{}{}", p.operator(" = "), p.expected()),
-            values_text(name, &values),
-            p.score(&values).exact,
-        ));
+/// A pattern per name, over the values [`Fields::values`] finds.
+pub struct Named<F> {
+    list: Vec<(String, MultiValuePattern)>,
+    fields: PhantomData<F>,
+}
+
+impl<F> std::fmt::Debug for Named<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Named").field(&self.list).finish()
     }
-    if !list.is_empty() {
-        rows.push(ReportRow::spacer());
+}
+
+impl<F: Fields> Named<F> {
+    pub(super) fn parse(obj: &Map<String, Value>, path: &str) -> FieldResult<Self> {
+        Ok(Named {
+            list: match obj.field(F::FIELD) {
+                Some(q) => multi_patterns(q, &join(path, F::FIELD))?,
+                None => Vec::new(),
+            },
+            fields: PhantomData,
+        })
+    }
+}
+
+impl<F: Fields> Part for Named<F> {
+    fn constrains(&self) -> bool {
+        !self.list.is_empty()
+    }
+
+    fn matches(&self, req: &RequestSnapshot) -> bool {
+        self.list
+            .iter()
+            .all(|(name, p)| p.matches(&F::values(req, name)))
+    }
+
+    /// Exact for none, else the mean of each name's score.
+    fn score(&self, req: &RequestSnapshot) -> Score {
+        if self.list.is_empty() {
+            return Score::EXACT;
+        }
+        let scores: Vec<Score> = self
+            .list
+            .iter()
+            .map(|(name, p)| p.score(&F::values(req, name)))
+            .collect();
+        aggregate(&scores)
+    }
+
+    /// A row per name, `{label}: {name}` and the operator on the stub's side, then
+    /// a blank row.
+    fn report(&self, req: &RequestSnapshot, rows: &mut Vec<ReportRow>) {
+        for (name, p) in &self.list {
+            let values = F::values(req, name);
+            rows.push(ReportRow::part(
+                F::ATTRIBUTE,
+                format!("{}: {name}{}{}", F::LABEL, p.operator(" = "), p.expected()),
+                values_text(name, &values),
+                p.score(&values).exact,
+            ));
+        }
+        if !self.list.is_empty() {
+            rows.push(ReportRow::spacer());
+        }
     }
 }
 

@@ -1,53 +1,30 @@
 //! `queryParameters`: a pattern per query parameter name, over its decoded values.
 
-use serde_json::{Map, Value};
-
-use super::multi_value::{MultiValuePattern, multi_patterns, report_named, score_named};
-use super::part::Part;
-use crate::near_miss::{ReportRow, Score};
-use decoy_spec::fields::{FieldResult, Fields, join};
+use super::multi_value::{Fields, Named};
 use decoy_spec::request::RequestSnapshot;
 
-pub(super) const FIELDS: &[&str] = &["queryParameters"];
+pub(super) const FIELDS: &[&str] = &[QueryParameters::FIELD];
+
+pub type Query = Named<QueryParameters>;
 
 #[derive(Debug)]
-pub struct Query(Vec<(String, MultiValuePattern)>);
+pub struct QueryParameters;
 
-impl Query {
-    pub(super) fn parse(obj: &Map<String, Value>, path: &str) -> FieldResult<Self> {
-        Ok(Query(match obj.field("queryParameters") {
-            Some(q) => multi_patterns(q, &join(path, "queryParameters"))?,
-            None => Vec::new(),
-        }))
-    }
-}
+impl Fields for QueryParameters {
+    const FIELD: &'static str = "queryParameters";
+    const ATTRIBUTE: &'static str = "Query";
+    const LABEL: &'static str = "Query";
 
-fn values<'a>(req: &'a RequestSnapshot, name: &'a str) -> Vec<&'a str> {
-    req.query_values(name).collect()
-}
-
-impl Part for Query {
-    fn constrains(&self) -> bool {
-        !self.0.is_empty()
-    }
-
-    fn matches(&self, req: &RequestSnapshot) -> bool {
-        self.0.iter().all(|(name, p)| p.matches(&values(req, name)))
-    }
-
-    fn score(&self, req: &RequestSnapshot) -> Score {
-        score_named(&self.0, |name| values(req, name))
-    }
-
-    fn report(&self, req: &RequestSnapshot, rows: &mut Vec<ReportRow>) {
-        report_named(rows, "Query", "Query", &self.0, |name| values(req, name));
+    fn values<'a>(req: &'a RequestSnapshot, name: &'a str) -> Vec<&'a str> {
+        req.query_values(name).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::part::{request, row, rows_of};
+    use super::super::part::{Part, request, row, rows_of};
     use super::*;
+    use crate::near_miss::ReportRow;
     use serde_json::json;
 
     #[test]
