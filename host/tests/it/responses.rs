@@ -271,8 +271,9 @@ async fn request_bodies_over_the_limit_get_413_and_the_server_goes_on() {
     server.shutdown().await;
 }
 
-fn thread_count() -> usize {
-    std::fs::read_to_string("/proc/self/status")
+/// The threads of process `pid`, from `/proc`.
+fn thread_count(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap()
         .lines()
         .find_map(|l| {
@@ -282,14 +283,42 @@ fn thread_count() -> usize {
         .unwrap()
 }
 
+/// Counted in a `decoy serve` process of its own: the threads of this test process
+/// also grow and shrink with every other test's server running beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_delayed_requests_wait_on_timers_not_threads() {
+    use std::io::BufRead;
     let dir = root_with_stubs(
         json!([{"request": {"urlPath": "/wait"}, "response": {"body": "done", "fixedDelayMilliseconds": 1500}}]),
     );
-    let server = serve(dir.path()).await;
-    let before = thread_count();
-    let addr = server.http_addr;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_decoy"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--bind-address",
+            "127.0.0.1",
+            "--no-watch",
+            "--root-dir",
+        ])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in decoy's ready line {line:?}"));
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    assert_eq!(get(addr, "/nothing").await.status, 404);
+    let before = thread_count(child.id());
     let tasks: Vec<_> = (0..1000)
         .map(|_| {
             tokio::spawn(async move {
@@ -304,15 +333,18 @@ async fn a_thousand_delayed_requests_wait_on_timers_not_threads() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let during = thread_count();
+    let during = thread_count(child.id());
+    let mut answered = 0;
+    for t in tasks {
+        answered += usize::from(t.await.unwrap());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
     assert!(
         during <= before + 4,
-        "threads grew from {before} to {during}"
+        "decoy's threads grew from {before} to {during} while 1,000 requests waited"
     );
-    for t in tasks {
-        assert!(t.await.unwrap());
-    }
-    server.shutdown().await;
+    assert_eq!(answered, 1000, "every delayed request is answered");
 }
 
 #[tokio::test]
