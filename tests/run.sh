@@ -21,6 +21,22 @@ if ! (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
 fi
 echo "RabbitMQ is up"
 
+log "NATS with JetStream for the NATS tests (127.0.0.1:4222; the restart tests start private servers)"
+if ! command -v nats-server >/dev/null 2>&1; then
+  echo "installing Debian's nats-server"
+  (apt-get install -y nats-server >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y nats-server >/dev/null; })
+fi
+if ! (echo > /dev/tcp/127.0.0.1/4222) 2>/dev/null; then
+  nats_store=$(mktemp -d)
+  nohup nats-server -a 127.0.0.1 -p 4222 -js -sd "$nats_store" >/dev/null 2>&1 &
+  for _ in $(seq 1 40); do
+    (echo > /dev/tcp/127.0.0.1/4222) 2>/dev/null && break
+    sleep 0.5
+  done
+  (echo > /dev/tcp/127.0.0.1/4222) 2>/dev/null
+fi
+echo "NATS is up"
+
 log "Redis, HAProxy and a container engine for the scale-out and image tests (Debian packages)"
 need_apt=""
 for pkg in redis-server haproxy podman runc; do
@@ -62,7 +78,7 @@ plugins/examples/build-all.sh target/example-plugins
 tests/plugins/build.sh target/example-plugins   # the Python and JavaScript test guests
 export DECOY_EXAMPLE_PLUGINS="$PWD/target/example-plugins"
 
-log "rust tests (unit, integration on port 0, fixture folders, property tests, RabbitMQ, plugins)"
+log "rust tests (unit, integration on port 0, fixture folders, property tests, RabbitMQ, NATS, plugins)"
 cargo test --workspace
 log "the example plugins' end-to-end tests (ignored by a plain cargo test: they need the plugins built above)"
 cargo test -p decoy --test it -- --ignored plugin_examples::
@@ -79,6 +95,10 @@ log "gRPC driven by Python's grpcio (PyPI): every call kind, reflection, health"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check \
   'grpcio==1.85.1' 'grpcio-tools==1.85.1' 'grpcio-reflection==1.85.1' 'grpcio-health-checking==1.85.1'
 "$work/venv/bin/python" tests/grpc/grpcio-compat.py target/debug/decoy
+
+log "NATS virtual services driven by a third-party client (PyPI nats-py), core and JetStream"
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check 'nats-py==2.11.0'
+"$work/venv/bin/python" tests/nats-compat.py target/debug/decoy nats://127.0.0.1:4222
 
 log "the live dashboard in headless Chromium (Selenium from PyPI)"
 need_apt=""

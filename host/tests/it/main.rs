@@ -29,6 +29,8 @@ mod layouts;
 mod lifecycle;
 mod load_order;
 mod matching;
+mod nats;
+mod nats_restart;
 mod near_misses;
 mod persistent;
 mod plugin_examples;

@@ -68,6 +68,7 @@ pub struct Connection {
 pub enum ConnectionKind {
     Amqp(AmqpConfig),
     IbmMq(IbmMqConfig),
+    Nats(super::nats::config::NatsConfig),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +142,9 @@ pub struct MqMapping {
     pub receive_threads: usize,
     pub send_threads: usize,
     pub correlation: Correlation,
+    /// NATS: the stream and durable consumer requests are read from
+    /// (`request.jetstream`); `None` reads the subject from core NATS.
+    pub jetstream: Option<super::nats::config::JetStreamSource>,
     /// WireMock-style webhooks (`serveEventListeners`), sent once the reply is confirmed.
     pub webhooks: Option<decoy_core::webhooks::Webhooks>,
     /// File and position, for messages.
@@ -278,6 +282,7 @@ pub fn load_with(root: &Path, plugins: Option<&decoy_plugin_host::Plugins>) -> M
         out.warnings.extend(file.warnings);
         out.rejected += file.rejected;
     }
+    super::nats::config::check_sources(&mut out);
     check_totals(&mut out, connection_file);
     out
 }
@@ -293,6 +298,7 @@ fn check_totals(out: &mut MqLoad, connection_file: &Path) {
         .map(|c| match &c.kind {
             ConnectionKind::Amqp(a) => (a.read_connections + a.write_connections) as u64,
             ConnectionKind::IbmMq(m) => (m.read_connections + m.write_connections) as u64,
+            ConnectionKind::Nats(n) => (n.read_connections + n.write_connections) as u64,
         })
         .sum();
     let mut over = Vec::new();
@@ -476,7 +482,11 @@ fn id_text(v: &Value) -> String {
     }
 }
 
-fn opt_str(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<Option<String>> {
+pub(crate) fn opt_str(
+    obj: &Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> FieldResult<Option<String>> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => as_str(v, &join(path, key)).map(|s| Some(s.to_owned())),
@@ -486,7 +496,7 @@ fn opt_str(obj: &Map<String, Value>, key: &str, path: &str) -> FieldResult<Optio
 /// A whole number in `min..=max`. A fraction (`1.9999`) is an error rather than
 /// truncated, and a number out of range is quoted as it was given (`1e30`), not as
 /// what a conversion made of it.
-fn whole(v: &Value, path: &str, min: u64, max: u64) -> FieldResult<u64> {
+pub(crate) fn whole(v: &Value, path: &str, min: u64, max: u64) -> FieldResult<u64> {
     let out_of_range =
         |shown: &str| FieldError::new(path, format!("{shown} is out of range ({min}-{max})"));
     let n = match v {
@@ -532,7 +542,12 @@ fn whole(v: &Value, path: &str, min: u64, max: u64) -> FieldResult<u64> {
     Ok(n)
 }
 
-fn count(obj: &Map<String, Value>, key: &str, path: &str, default: usize) -> FieldResult<usize> {
+pub(crate) fn count(
+    obj: &Map<String, Value>,
+    key: &str,
+    path: &str,
+    default: usize,
+) -> FieldResult<usize> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => Ok(whole(v, &join(path, key), 1, MAX_PER_FIELD)? as usize),
@@ -575,7 +590,7 @@ fn parse_connection(
         None => {
             return Err(FieldError::new(
                 join(&data_at, "type"),
-                "missing; expected \"amqp\" or \"ibm-mq\"",
+                "missing; expected \"amqp\", \"ibm-mq\" or \"nats\"",
             ));
         }
     };
@@ -709,10 +724,13 @@ fn parse_connection(
                 ssl_peer_name: opt_str(data, "sslPeerName", &data_at)?.filter(|s| !s.is_empty()),
             })
         }
+        "nats" => ConnectionKind::Nats(super::nats::config::parse_connection(
+            data, &data_at, warnings,
+        )?),
         other => {
             return Err(FieldError::new(
                 join(&data_at, "type"),
-                format!("unknown broker type {other:?}; expected \"amqp\" or \"ibm-mq\""),
+                format!("unknown broker type {other:?}; expected \"amqp\", \"ibm-mq\" or \"nats\""),
             ));
         }
     };
@@ -786,6 +804,7 @@ fn check_name(
             ));
         }
         ConnectionKind::IbmMq(_) => {}
+        ConnectionKind::Nats(_) => super::nats::config::check_subject(name, subscribes, path)?,
     }
     Ok(())
 }
@@ -819,7 +838,13 @@ const MAPPING_FIELDS: &[&str] = &[
     "serveEventListeners",
     "postServeActions",
 ];
-const REQUEST_FIELDS: &[&str] = &["destination", "bodyMatcher", "properties", "headers"];
+const REQUEST_FIELDS: &[&str] = &[
+    "destination",
+    "bodyMatcher",
+    "properties",
+    "headers",
+    "jetstream",
+];
 const RESPONSE_FIELDS: &[&str] = &[
     "destination",
     "text",
@@ -937,6 +962,8 @@ fn parse_mapping(
     let mut queue_given = false;
     let mut body = None;
     let mut properties = Vec::new();
+    let mut jetstream = None;
+    let mut request_obj = None;
     match obj.get("request") {
         None => errors.push(FieldError::new(
             "request",
@@ -945,6 +972,7 @@ fn parse_mapping(
         Some(r) => match as_object(r, "request") {
             Err(e) => errors.push(e),
             Ok(req) => {
+                request_obj = Some(req);
                 warn_unknown(req, "request", REQUEST_FIELDS, &[], warnings);
                 match req.get("destination") {
                     None => errors.push(FieldError::new(
@@ -995,6 +1023,21 @@ fn parse_mapping(
         .ok()
         .flatten();
     if let Some(c) = connections.iter().find(|c| c.id == connection_id) {
+        if let Some(req) = request_obj.filter(|r| r.contains_key("jetstream")) {
+            if matches!(c.kind, ConnectionKind::Nats(_)) {
+                match super::nats::config::parse_jetstream(req, &queue.name, warnings) {
+                    Ok(j) => jetstream = j,
+                    Err(e) => errors.push(e),
+                }
+            } else {
+                errors.push(FieldError::new(
+                    "request.jetstream",
+                    format!(
+                        "connection {connection_id:?} is not a NATS connection; JetStream is NATS's"
+                    ),
+                ));
+            }
+        }
         if queue_given {
             let path = name_path(obj, "request.destination");
             if let Err(e) = check_name(&queue.name, queue.topic, true, &path, &c.kind) {
@@ -1036,6 +1079,7 @@ fn parse_mapping(
             receive_threads,
             send_threads,
             correlation,
+            jetstream,
             webhooks,
             file: rel.to_path_buf(),
             index,

@@ -12,12 +12,15 @@
 //! - [`amqp`]: RabbitMQ and other AMQP 0-9-1 brokers, with `lapin`.
 //! - [`ibmmq`]: IBM MQ through the MQI, with `mqi` and the client library loaded at
 //!   run time.
+//! - [`nats`]: NATS core request-reply and JetStream durable consumers, with
+//!   `async-nats`.
 //! - [`memory`]: an in-process broker for the runtime's own tests.
 //!
 //! A transport beside HTTP: MQ mappings are matched here (their own format), and
 //! answered requests are recorded through the serve step's
 //! [`Outcomes`](decoy_core::serve::Outcomes) (counters, mapping counters, webhooks), as
-//! HTTP's are. The MQ transports register their metrics under `amqp` and `ibm-mq`.
+//! HTTP's are. The MQ transports register their metrics under `amqp`, `ibm-mq` and
+//! `nats`.
 //!
 //! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`, `decoy-core`.
 //! Must not import: the `decoy` crate (HTTP, the admin API, the watcher, the server
@@ -31,6 +34,7 @@ pub mod config;
 pub mod ibmmq;
 pub mod incidents;
 pub mod memory;
+pub mod nats;
 pub mod retry;
 pub mod runtime;
 pub mod transport;
@@ -49,7 +53,7 @@ use runtime::MqRuntime;
 use transport::Broker;
 
 /// The MQ transports' names: the `transport` label of their metrics.
-const TRANSPORTS: [&str; 2] = ["amqp", "ibm-mq"];
+const TRANSPORTS: [&str; 3] = ["amqp", "ibm-mq", "nats"];
 
 /// Under which name the MQ mappings' counters are listed in the metrics.
 const METRICS_OWNER: &str = "mq";
@@ -59,6 +63,7 @@ fn transport_index(kind: &ConnectionKind) -> usize {
     match kind {
         ConnectionKind::Amqp(_) => 0,
         ConnectionKind::IbmMq(_) => 1,
+        ConnectionKind::Nats(_) => 2,
     }
 }
 
@@ -84,7 +89,7 @@ pub struct MqService {
     incidents: Arc<Incidents>,
     /// Each MQ transport's counters, registered once at start (runtimes a reload
     /// starts count on into them): AMQP's, then IBM MQ's.
-    counters: [(Arc<TransportMetrics>, Arc<Panics>); 2],
+    counters: [(Arc<TransportMetrics>, Arc<Panics>); TRANSPORTS.len()],
     /// The mappings being served, with their counters (for the dashboard).
     live: Mutex<Vec<LiveMqMapping>>,
     /// Where `response.transformers` names resolve (shared with the HTTP side).
@@ -157,6 +162,11 @@ impl MqService {
                     })?;
                     brokers.push(Arc::new(ibmmq::IbmMqBroker::new(lib, m.clone())));
                 }
+                ConnectionKind::Nats(n) => brokers.push(Arc::new(nats::NatsBroker::new(
+                    n.clone(),
+                    &c.id,
+                    &load.mappings,
+                ))),
             }
         }
         let mappings: Vec<(Arc<config::MqMapping>, Arc<MappingStats>)> = {

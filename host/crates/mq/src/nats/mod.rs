@@ -1,0 +1,644 @@
+//! NATS with `async-nats`: core request-reply and JetStream durable consumers.
+//!
+//! A connection entry opens `readConnectionsToOpen` clients for receiving and
+//! `writeConnectionsToOpen` for sending; receiver and sender number `i` use client
+//! `i % n`. A client is one socket and a tokio task (no OS thread); once connected it
+//! reconnects by itself, with decoy's back-off ([`crate::retry`]), and subscribes its
+//! subscriptions again. Losing and regaining the server is logged per connection.
+//!
+//! - **Core NATS.** A mapping's subject (wildcards `*` and `>` allowed) is subscribed
+//!   in a queue group (`queueGroup`, `decoy` by default), so its receivers, and several
+//!   decoys, share the requests: each is answered once. The reply goes to the request's
+//!   reply subject (the inbox of `nc.request()`) unless the mapping names one. Core
+//!   NATS has no acknowledgement: a request is delivered at most once, and settling it
+//!   does nothing.
+//! - **JetStream** (`request.jetstream`): requests are pulled from a stream through a
+//!   durable consumer (created when missing, with explicit acks, filtered on the
+//!   mapping's subject), and each is acknowledged only after its reply was published
+//!   and the server confirmed it had it (a flush), so a request decoy did not answer
+//!   (decoy stopped, the server restarted) is delivered again. A stored message has no
+//!   reply inbox (a JetStream publish's inbox gets the stream's ack), so its reply goes
+//!   to the subject its `reply-to` header names, or to the mapping's
+//!   `response.destination`.
+//!
+//! Headers are the message's properties (each value of a header a property). The
+//! `Nats-Msg-Id` header is the message id, `Correlation-Id` the correlation id; a reply
+//! carries its correlation id as `Correlation-Id`.
+
+pub mod config;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::jetstream::consumer::{AckPolicy, PullConsumer, pull};
+use async_nats::{Client, ConnectOptions, Event, HeaderMap};
+use futures_util::StreamExt as _;
+use tokio::sync::Mutex as AsyncMutex;
+
+use self::config::{JetStreamSource, NatsAuth, NatsConfig};
+use super::config::MqMapping;
+use super::retry::{BACKOFF_MAX, BACKOFF_START};
+use super::transport::{
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
+};
+
+/// The header a JetStream request names its reply subject in.
+pub const REPLY_TO_HEADER: &str = "reply-to";
+/// The header carrying a message's correlation id.
+pub const CORRELATION_HEADER: &str = "Correlation-Id";
+/// JetStream's de-duplication id, read as the message id.
+pub const MSG_ID_HEADER: &str = "Nats-Msg-Id";
+
+/// How long a flush or a JetStream call may take before it counts as failed.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn err(what: &str, e: impl std::fmt::Display) -> BrokerError {
+    BrokerError::new(format!("{what}: {e}"))
+}
+
+/// One `nats` connection entry and its two pools.
+pub struct NatsBroker {
+    config: NatsConfig,
+    id: String,
+    shown: String,
+    /// Subjects read from JetStream, from the mappings of this connection.
+    jetstream: HashMap<String, JetStreamSource>,
+    read: Vec<AsyncMutex<Option<Client>>>,
+    write: Vec<AsyncMutex<Option<Client>>>,
+}
+
+impl std::fmt::Debug for NatsBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsBroker")
+            .field("uri", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The pause before reconnect attempt `n` (from 1): [`crate::retry`]'s steps, 0.1 s
+/// doubling to 5 s, each drawn between half and all of its step.
+fn reconnect_pause(attempts: usize) -> Duration {
+    if attempts <= 1 {
+        return Duration::ZERO;
+    }
+    let doublings = (attempts - 2).min(16) as u32;
+    let step = BACKOFF_START
+        .saturating_mul(1 << doublings)
+        .min(BACKOFF_MAX);
+    step.mul_f64(rand::random_range(0.5..=1.0))
+}
+
+impl NatsBroker {
+    /// The broker for connection `id`, reading from JetStream the subjects whose
+    /// mappings (of this connection, among `mappings`) say `request.jetstream`.
+    pub fn new(config: NatsConfig, id: &str, mappings: &[MqMapping]) -> NatsBroker {
+        let jetstream = mappings
+            .iter()
+            .filter(|m| m.connection_id == id)
+            .filter_map(|m| Some((m.queue.name.clone(), m.jetstream.clone()?)))
+            .collect();
+        let slots = |n: usize| (0..n).map(|_| AsyncMutex::new(None)).collect();
+        NatsBroker {
+            shown: config.shown(),
+            id: id.to_owned(),
+            read: slots(config.read_connections),
+            write: slots(config.write_connections),
+            jetstream,
+            config,
+        }
+    }
+
+    async fn options(&self) -> Result<ConnectOptions, BrokerError> {
+        let c = &self.config;
+        let mut o = match &c.auth {
+            NatsAuth::None => ConnectOptions::new(),
+            NatsAuth::UserPassword(u, p) => {
+                ConnectOptions::with_user_and_password(u.clone(), p.clone())
+            }
+            NatsAuth::Token(t) => ConnectOptions::with_token(t.clone()),
+            NatsAuth::Nkey(seed) => ConnectOptions::with_nkey(seed.clone()),
+            NatsAuth::CredentialsFile(path) => ConnectOptions::with_credentials_file(path)
+                .await
+                .map_err(|e| {
+                    err(
+                        &format!("cannot read the credentials file {}", path.display()),
+                        e,
+                    )
+                })?,
+        };
+        if c.tls_required {
+            o = o.require_tls(true);
+        }
+        if let Some(ca) = &c.tls_ca_file {
+            o = o.add_root_certificates(ca.clone());
+        }
+        if let Some((cert, key)) = &c.tls_client {
+            o = o.add_client_certificate(cert.clone(), key.clone());
+        }
+        let (id, shown) = (self.id.clone(), self.shown.clone());
+        Ok(o.name(format!("decoy ({})", self.id))
+            .connection_timeout(c.connect_timeout)
+            .subscription_capacity(c.prefetch)
+            .max_reconnects(None::<usize>)
+            .reconnect_delay_callback(reconnect_pause)
+            .event_callback(move |event| {
+                let (id, shown) = (id.clone(), shown.clone());
+                async move {
+                    match event {
+                        Event::Disconnected => tracing::warn!(
+                            "lost the NATS server {shown} (connection {id:?}); reconnecting with back-off ({BACKOFF_START:?} to {BACKOFF_MAX:?})"
+                        ),
+                        Event::Connected => {
+                            tracing::info!("connected to the NATS server {shown} (connection {id:?})")
+                        }
+                        Event::SlowConsumer(sid) => tracing::warn!(
+                            "NATS connection {id:?}: subscription {sid} holds more than prefetch messages; the client drops new ones (raise prefetch, receiveThreads or readConnectionsToOpen)"
+                        ),
+                        other => tracing::info!("NATS connection {id:?} ({shown}): {other}"),
+                    }
+                }
+            }))
+    }
+
+    /// The client at `index` of `pool`, connecting when it has none yet. Once made, a
+    /// client reconnects by itself and is kept.
+    async fn client(
+        &self,
+        pool: &[AsyncMutex<Option<Client>>],
+        index: usize,
+    ) -> Result<Client, BrokerError> {
+        let mut slot = pool[index % pool.len()].lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let options = self.options().await?;
+        let connect = options.connect(self.config.servers.clone());
+        let client = match tokio::time::timeout(
+            self.config.connect_timeout + Duration::from_secs(1),
+            connect,
+        )
+        .await
+        {
+            Ok(c) => c.map_err(|e| err(&format!("cannot connect to {}", self.shown), e))?,
+            Err(_) => {
+                return Err(BrokerError::new(format!(
+                    "cannot connect to {}: no answer in {:?}",
+                    self.shown, self.config.connect_timeout
+                )));
+            }
+        };
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    async fn jetstream_receiver(
+        &self,
+        client: Client,
+        subject: &str,
+        source: &JetStreamSource,
+    ) -> Result<Box<dyn Receiver>, BrokerError> {
+        let js = jetstream::new(client);
+        let stream = match tokio::time::timeout(BROKER_TIMEOUT, js.get_stream(&source.stream)).await
+        {
+            Err(_) => {
+                return Err(BrokerError::new(format!(
+                    "JetStream did not answer in {BROKER_TIMEOUT:?} (is JetStream enabled on the server, `nats-server -js`?)"
+                )));
+            }
+            Ok(Err(e)) => {
+                if let jetstream::context::GetStreamErrorKind::JetStream(j) = e.kind()
+                    && j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+                {
+                    return Err(BrokerError::missing_queue(
+                        &source.stream,
+                        format!("stream {:?} does not exist: {e}", source.stream),
+                    ));
+                }
+                return Err(err(
+                    &format!(
+                        "cannot look up stream {:?} (is JetStream enabled on the server?)",
+                        source.stream
+                    ),
+                    e,
+                ));
+            }
+            Ok(Ok(s)) => s,
+        };
+        let wanted = pull::Config {
+            durable_name: Some(source.durable.clone()),
+            filter_subject: subject.to_owned(),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: source.ack_wait,
+            description: Some(format!("decoy: requests on {subject}")),
+            ..pull::Config::default()
+        };
+        let consumer: PullConsumer = tokio::time::timeout(
+            BROKER_TIMEOUT,
+            stream.get_or_create_consumer(&source.durable, wanted),
+        )
+        .await
+        .map_err(|_| BrokerError::new("JetStream did not answer"))?
+        .map_err(|e| {
+            err(
+                &format!(
+                    "cannot create the durable consumer {:?} on stream {:?} for {subject:?}",
+                    source.durable, source.stream
+                ),
+                e,
+            )
+        })?;
+        let info = consumer.cached_info();
+        let filter = info.config.filter_subject.as_str();
+        if filter != subject {
+            return Err(BrokerError::new(format!(
+                "the consumer {:?} of stream {:?} exists and reads {}, not {subject:?}; name another `durable` in request.jetstream, or delete it (`nats consumer rm {} {}`)",
+                source.durable,
+                source.stream,
+                if filter.is_empty() {
+                    "the whole stream".to_owned()
+                } else {
+                    format!("{filter:?}")
+                },
+                source.stream,
+                source.durable
+            )));
+        }
+        if info.config.ack_policy != AckPolicy::Explicit {
+            return Err(BrokerError::new(format!(
+                "the consumer {:?} of stream {:?} exists without explicit acks, so a request could be lost; name another `durable` in request.jetstream",
+                source.durable, source.stream
+            )));
+        }
+        let messages = consumer
+            .stream()
+            .max_messages_per_batch(self.config.prefetch)
+            .messages()
+            .await
+            .map_err(|e| {
+                err(
+                    &format!("cannot pull from consumer {:?}", source.durable),
+                    e,
+                )
+            })?;
+        Ok(Box::new(JetStreamReceiver {
+            messages,
+            queue: subject.to_owned(),
+        }))
+    }
+}
+
+impl Broker for NatsBroker {
+    fn describe(&self) -> String {
+        self.shown.clone()
+    }
+
+    fn receiver<'a>(
+        &'a self,
+        from: &'a Destination,
+        index: usize,
+    ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
+        Box::pin(async move {
+            let client = self.client(&self.read, index).await?;
+            if let Some(source) = self.jetstream.get(&from.name) {
+                return self.jetstream_receiver(client, &from.name, source).await;
+            }
+            let subscriber = client
+                .queue_subscribe(from.name.clone(), self.config.queue_group.clone())
+                .await
+                .map_err(|e| err(&format!("cannot subscribe to {:?}", from.name), e))?;
+            Ok(Box::new(CoreReceiver {
+                subscriber,
+                queue: from.name.clone(),
+            }) as Box<dyn Receiver>)
+        })
+    }
+
+    fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>> {
+        Box::pin(async move {
+            let client = self.client(&self.write, index).await?;
+            Ok(Box::new(NatsSender { client }) as Box<dyn Sender>)
+        })
+    }
+
+    fn how_to_create(&self, stream: &str) -> String {
+        format!(
+            "create the stream with the subjects the system publishes requests on (for example `nats stream add {stream} --subjects 'orders.>' --defaults`)"
+        )
+    }
+
+    /// A subject needs no creating: a message nobody subscribes to is dropped by the
+    /// server, and one a stream captures is kept.
+    fn declare_queue<'a>(&'a self, _subject: &'a str) -> BoxFuture<'a, Result<(), BrokerError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+struct CoreReceiver {
+    subscriber: async_nats::Subscriber,
+    queue: String,
+}
+
+impl Receiver for CoreReceiver {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<Box<dyn Delivery>>, BrokerError>> {
+        Box::pin(async move {
+            match self.subscriber.next().await {
+                Some(m) => Ok(Some(Box::new(CoreDelivery {
+                    message: from_nats(&m, false),
+                    queue: self.queue.clone(),
+                }) as Box<dyn Delivery>)),
+                None => Err(BrokerError::new("the subscription was closed")),
+            }
+        })
+    }
+}
+
+/// A core NATS request: nothing to settle (core NATS has no acknowledgement).
+struct CoreDelivery {
+    message: Message,
+    queue: String,
+}
+
+impl Delivery for CoreDelivery {
+    fn message(&self) -> &Message {
+        &self.message
+    }
+
+    fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    fn settle(self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+        if how == Settle::Requeue {
+            tracing::warn!(
+                "a request on {} could not be answered, and core NATS cannot deliver it again: its requester gets no reply (read the subject from JetStream, request.jetstream, to have it redelivered)",
+                self.queue
+            );
+        }
+        Box::pin(async { Ok(()) })
+    }
+}
+
+struct JetStreamReceiver {
+    messages: pull::Stream,
+    queue: String,
+}
+
+impl Receiver for JetStreamReceiver {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<Box<dyn Delivery>>, BrokerError>> {
+        Box::pin(async move {
+            match self.messages.next().await {
+                Some(Ok(m)) => {
+                    let message = from_nats(&m.message, true);
+                    Ok(Some(Box::new(JetStreamDelivery {
+                        message,
+                        inner: Some(m),
+                        queue: self.queue.clone(),
+                    }) as Box<dyn Delivery>))
+                }
+                Some(Err(e)) => Err(err("pulling from the consumer failed", e)),
+                None => Err(BrokerError::new("the consumer's message stream ended")),
+            }
+        })
+    }
+}
+
+struct JetStreamDelivery {
+    message: Message,
+    /// `None` once settled.
+    inner: Option<jetstream::Message>,
+    queue: String,
+}
+
+/// A request dropped unsettled (its handling panicked) is handed back (a nak), so it
+/// is delivered again now rather than after the consumer's ack wait.
+impl Drop for JetStreamDelivery {
+    fn drop(&mut self) {
+        let Some(m) = self.inner.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        tracing::warn!(
+            "a request on {} was dropped before it was settled; JetStream delivers it again",
+            self.queue
+        );
+        runtime.spawn(async move {
+            let _ = m.ack_with(jetstream::AckKind::Nak(None)).await;
+        });
+    }
+}
+
+impl Delivery for JetStreamDelivery {
+    fn message(&self) -> &Message {
+        &self.message
+    }
+
+    fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    fn settle(mut self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
+        let inner = self.inner.take();
+        Box::pin(async move {
+            let Some(m) = inner else {
+                return Ok(());
+            };
+            let kind = match how {
+                Settle::Ack => jetstream::AckKind::Ack,
+                Settle::Requeue => jetstream::AckKind::Nak(None),
+                Settle::Reject => jetstream::AckKind::Term,
+            };
+            match tokio::time::timeout(BROKER_TIMEOUT, m.ack_with(kind)).await {
+                Ok(r) => r.map_err(|e| err("acknowledging a JetStream request", e)),
+                Err(_) => Err(BrokerError::new(format!(
+                    "acknowledging a JetStream request took over {BROKER_TIMEOUT:?}"
+                ))),
+            }
+        })
+    }
+}
+
+struct NatsSender {
+    client: Client,
+}
+
+impl Sender for NatsSender {
+    fn send<'a>(
+        &'a self,
+        to: &'a Destination,
+        message: Message,
+    ) -> BoxFuture<'a, Result<Put, BrokerError>> {
+        Box::pin(async move {
+            let subject = to.name.clone();
+            let headers = to_headers(&message);
+            // A moved (unmatched) request keeps its reply subject, so it can still be
+            // answered by hand.
+            let published = match (message.reply_to, headers) {
+                (None, None) => self.client.publish(subject, message.body).await,
+                (None, Some(h)) => {
+                    self.client
+                        .publish_with_headers(subject, h, message.body)
+                        .await
+                }
+                (Some(r), None) => {
+                    self.client
+                        .publish_with_reply(subject, r, message.body)
+                        .await
+                }
+                (Some(r), Some(h)) => {
+                    self.client
+                        .publish_with_reply_and_headers(subject, r, h, message.body)
+                        .await
+                }
+            };
+            published.map_err(|e| err(&format!("cannot publish to {:?}", to.name), e))?;
+            // A JetStream request is acknowledged after its reply: make sure the
+            // server has it first (a round trip behind every message published before).
+            if message.persistent {
+                match tokio::time::timeout(BROKER_TIMEOUT, self.client.flush()).await {
+                    Ok(r) => r.map_err(|e| err("flushing the reply", e))?,
+                    Err(_) => {
+                        return Err(BrokerError::new(format!(
+                            "the server did not confirm the reply in {BROKER_TIMEOUT:?}"
+                        )));
+                    }
+                }
+            }
+            Ok(Put::Done)
+        })
+    }
+}
+
+/// A received NATS message as decoy's [`Message`]. `stored`: read from JetStream (its
+/// reply subject is the ack subject, not a requester's inbox).
+fn from_nats(m: &async_nats::Message, stored: bool) -> Message {
+    let mut properties = Vec::new();
+    let (mut message_id, mut correlation_id, mut reply_header) = (None, None, None);
+    if let Some(h) = &m.headers {
+        for (name, values) in h.iter() {
+            let name: &str = name.as_ref();
+            for v in values {
+                let v = v.as_str();
+                if name.eq_ignore_ascii_case(MSG_ID_HEADER) && message_id.is_none() {
+                    message_id = Some(v.as_bytes().to_vec());
+                } else if name.eq_ignore_ascii_case(CORRELATION_HEADER) && correlation_id.is_none()
+                {
+                    correlation_id = Some(v.as_bytes().to_vec());
+                } else if name.eq_ignore_ascii_case(REPLY_TO_HEADER) && reply_header.is_none() {
+                    reply_header = Some(v.to_owned());
+                }
+                properties.push((name.to_owned(), v.to_owned()));
+            }
+        }
+    }
+    let reply_to = if stored {
+        reply_header
+    } else {
+        m.reply.as_ref().map(|r| r.as_str().to_owned())
+    };
+    Message {
+        body: m.payload.clone(),
+        properties,
+        message_id,
+        correlation_id,
+        reply_to,
+        reply_to_manager: None,
+        format: None,
+        message_type: None,
+        persistent: stored,
+    }
+}
+
+/// The headers of a message to publish: its properties and its correlation id. `None`
+/// when it has neither (a plain publish, no header section).
+fn to_headers(m: &Message) -> Option<HeaderMap> {
+    if m.properties.is_empty() && m.correlation_id.is_none() {
+        return None;
+    }
+    let mut h = HeaderMap::new();
+    for (k, v) in &m.properties {
+        // A name or value NATS cannot carry (a line break) is left out rather than
+        // breaking the message.
+        if k.is_empty() || k.contains([':', '\r', '\n', ' ']) || v.contains(['\r', '\n']) {
+            tracing::warn!("property {k:?} cannot be a NATS header; left out of the message");
+            continue;
+        }
+        h.append(k.as_str(), v.as_str());
+    }
+    if let Some(c) = &m.correlation_id
+        && !m
+            .properties
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(CORRELATION_HEADER))
+    {
+        let c = String::from_utf8_lossy(c);
+        if !c.contains(['\r', '\n']) {
+            h.insert(CORRELATION_HEADER, c.as_ref());
+        }
+    }
+    Some(h)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn reconnect_pauses_follow_the_backoff_steps() {
+        assert_eq!(reconnect_pause(1), Duration::ZERO);
+        for (attempt, step) in [(2, 100), (3, 200), (4, 400), (8, 5000), (100, 5000)] {
+            let p = reconnect_pause(attempt);
+            let step = Duration::from_millis(step);
+            assert!(p >= step / 2 && p <= step, "{attempt}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn headers_are_properties_and_ids() {
+        let mut h = HeaderMap::new();
+        h.insert("kind", "vip");
+        h.append("kind", "gold");
+        h.insert("Nats-Msg-Id", "m-1");
+        h.insert("reply-to", "replies.1");
+        let m = async_nats::Message {
+            subject: "orders.new".into(),
+            reply: Some("_INBOX.x".into()),
+            payload: "{}".into(),
+            headers: Some(h),
+            status: None,
+            description: None,
+            length: 0,
+        };
+        let core = from_nats(&m, false);
+        assert_eq!(core.reply_to.as_deref(), Some("_INBOX.x"));
+        assert_eq!(core.message_id.as_deref(), Some(&b"m-1"[..]));
+        assert!(!core.persistent);
+        let kinds: Vec<&str> = core
+            .properties
+            .iter()
+            .filter(|(k, _)| k == "kind")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(kinds, ["vip", "gold"]);
+        let stored = from_nats(&m, true);
+        assert_eq!(stored.reply_to.as_deref(), Some("replies.1"));
+        assert!(stored.persistent);
+
+        let reply = Message {
+            properties: vec![
+                ("served-by".into(), "decoy".into()),
+                ("bad\nname".into(), "x".into()),
+            ],
+            correlation_id: Some(b"m-1".to_vec()),
+            ..Message::default()
+        };
+        let h = to_headers(&reply).unwrap();
+        assert_eq!(h.get("served-by").map(|v| v.as_str()), Some("decoy"));
+        assert_eq!(h.get(CORRELATION_HEADER).map(|v| v.as_str()), Some("m-1"));
+        assert_eq!(h.iter().count(), 2);
+        assert!(to_headers(&Message::default()).is_none());
+    }
+}
