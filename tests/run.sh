@@ -37,6 +37,22 @@ if ! (echo > /dev/tcp/127.0.0.1/4222) 2>/dev/null; then
 fi
 echo "NATS is up"
 
+log "Mosquitto for the MQTT tests (127.0.0.1:1883, MQTT 3.1.1 and 5; the restart tests start private ones)"
+if ! command -v mosquitto >/dev/null 2>&1; then
+  echo "installing Debian's mosquitto"
+  (apt-get install -y mosquitto >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y mosquitto >/dev/null; })
+fi
+if ! (echo > /dev/tcp/127.0.0.1/1883) 2>/dev/null; then
+  # Without a configuration file Mosquitto 2 listens on the loopback only and lets
+  # anonymous clients in, which is what the tests use.
+  mosquitto -d -p 1883
+  for _ in $(seq 1 50); do
+    (echo > /dev/tcp/127.0.0.1/1883) 2>/dev/null && break
+    sleep 0.2
+  done
+fi
+echo "Mosquitto is up"
+
 log "Redis, HAProxy and a container engine for the scale-out and image tests (Debian packages)"
 need_apt=""
 for pkg in redis-server haproxy podman runc; do
@@ -99,6 +115,10 @@ log "gRPC driven by Python's grpcio (PyPI): every call kind, reflection, health"
 log "NATS virtual services driven by a third-party client (PyPI nats-py), core and JetStream"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check 'nats-py==2.11.0'
 "$work/venv/bin/python" tests/nats-compat.py target/debug/decoy nats://127.0.0.1:4222
+
+log "MQTT 3.1.1 and 5 virtual services driven by a third-party client (PyPI paho-mqtt) through Mosquitto"
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check 'paho-mqtt==2.1.0'
+"$work/venv/bin/python" tests/mqtt-compat.py target/debug/decoy
 
 log "the live dashboard in headless Chromium (Selenium from PyPI)"
 need_apt=""

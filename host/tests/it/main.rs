@@ -29,6 +29,7 @@ mod layouts;
 mod lifecycle;
 mod load_order;
 mod matching;
+mod mqtt;
 mod nats;
 mod nats_restart;
 mod near_misses;

@@ -698,6 +698,7 @@ fn from_amqp(p: &BasicProperties, body: Vec<u8>) -> Message {
         format: p.content_type().as_ref().map(|s| s.as_str().to_owned()),
         message_type: p.kind().as_ref().map(|s| s.as_str().to_owned()),
         persistent: *p.delivery_mode() == Some(PERSISTENT),
+        ..Message::default()
     }
 }
 

@@ -1,7 +1,7 @@
 //! The message-queue files of a root directory.
 //!
 //! - `mq-connections.json`: a list of `{connectionId, connectionName, connectionData}`;
-//!   `connectionData.type` is `amqp` or `ibm-mq`.
+//!   `connectionData.type` is `amqp`, `ibm-mq` or `mqtt`.
 //! - `mq-mappings/*.json`: one mapping per file (or `{"mappings": [...]}`).
 //!
 //! Traffic Parrot's names are read too (`ibm-mq-connections.json`, `ibm-mq-mappings/`,
@@ -69,6 +69,7 @@ pub enum ConnectionKind {
     Amqp(AmqpConfig),
     IbmMq(IbmMqConfig),
     Nats(super::nats::config::NatsConfig),
+    Mqtt(super::mqtt::config::MqttConfig),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +172,8 @@ pub struct MqResponse {
     pub delay_distribution: Option<DelayDistribution>,
     /// Plugins that build the reply from the request (`transformers`).
     pub transformers: decoy_core::plugins::Transformers,
+    /// MQTT: the broker keeps the reply as its topic's last message (`retain`).
+    pub retain: bool,
 }
 
 impl Default for MqResponse {
@@ -184,6 +187,7 @@ impl Default for MqResponse {
             fixed_delay: Duration::ZERO,
             delay_distribution: None,
             transformers: Default::default(),
+            retain: false,
         }
     }
 }
@@ -299,8 +303,13 @@ fn check_totals(out: &mut MqLoad, connection_file: &Path) {
             ConnectionKind::Amqp(a) => (a.read_connections + a.write_connections) as u64,
             ConnectionKind::IbmMq(m) => (m.read_connections + m.write_connections) as u64,
             ConnectionKind::Nats(n) => (n.read_connections + n.write_connections) as u64,
+            ConnectionKind::Mqtt(m) => m.write_connections as u64,
         })
         .sum();
+    // An MQTT receiver is a broker connection of its own (its session holds its
+    // subscription and what it has not acknowledged).
+    let mqtt_receivers = super::mqtt::receiver_connections(&out.connections, &out.mappings);
+    let connections = connections + mqtt_receivers;
     let mut over = Vec::new();
     if connections > MAX_CONNECTIONS {
         over.push(problem(
@@ -310,11 +319,16 @@ fn check_totals(out: &mut MqLoad, connection_file: &Path) {
                 "",
                 format!(
                     "the connections open {connections} broker connections in total \
-                     (readConnectionsToOpen + writeConnectionsToOpen over {} connections), \
+                     (readConnectionsToOpen + writeConnectionsToOpen over {} connections{}), \
                      more than the limit of {MAX_CONNECTIONS}: each is a connection on the \
                      broker and an OS thread, a socket and buffers in decoy; lower them (one \
                      connection carries many receivers and senders on channels of their own)",
-                    out.connections.len()
+                    out.connections.len(),
+                    if mqtt_receivers > 0 {
+                        format!(", and one per MQTT receiver: {mqtt_receivers}")
+                    } else {
+                        String::new()
+                    }
                 ),
             ),
         ));
@@ -590,7 +604,7 @@ fn parse_connection(
         None => {
             return Err(FieldError::new(
                 join(&data_at, "type"),
-                "missing; expected \"amqp\", \"ibm-mq\" or \"nats\"",
+                "missing; expected \"amqp\", \"ibm-mq\", \"nats\" or \"mqtt\"",
             ));
         }
     };
@@ -727,10 +741,23 @@ fn parse_connection(
         "nats" => ConnectionKind::Nats(super::nats::config::parse_connection(
             data, &data_at, warnings,
         )?),
+        "mqtt" => {
+            if unmatched == Unmatched::Reject {
+                return Err(FieldError::new(
+                    join(&data_at, "unmatched"),
+                    "MQTT has no reject: a message is acknowledged or redelivered; name a \
+                     topic to publish unmatched messages on instead, such as \
+                     {\"queue\": \"decoy/unmatched\"}",
+                ));
+            }
+            ConnectionKind::Mqtt(super::mqtt::config::parse(data, &data_at, warnings)?)
+        }
         other => {
             return Err(FieldError::new(
                 join(&data_at, "type"),
-                format!("unknown broker type {other:?}; expected \"amqp\", \"ibm-mq\" or \"nats\""),
+                format!(
+                    "unknown broker type {other:?}; expected \"amqp\", \"ibm-mq\", \"nats\" or \"mqtt\""
+                ),
             ));
         }
     };
@@ -805,6 +832,7 @@ fn check_name(
         }
         ConnectionKind::IbmMq(_) => {}
         ConnectionKind::Nats(_) => super::nats::config::check_subject(name, subscribes, path)?,
+        ConnectionKind::Mqtt(_) => super::mqtt::config::check_topic(name, subscribes, path)?,
     }
     Ok(())
 }
@@ -856,6 +884,7 @@ const RESPONSE_FIELDS: &[&str] = &[
     "delayDistribution",
     "transformers",
     "transformerParameters",
+    "retain",
 ];
 
 fn parse_mapping(
@@ -1210,6 +1239,12 @@ fn parse_response(
         Ok(())
     })());
     check((|| {
+        if let Some(r) = obj.get("retain").filter(|r| !r.is_null()) {
+            out.retain = as_bool(r, "response.retain")?;
+        }
+        Ok(())
+    })());
+    check((|| {
         if let Some(ms) = obj.get("fixedDelayMilliseconds") {
             out.fixed_delay = Duration::from_millis(as_u64(ms, "response.fixedDelayMilliseconds")?);
         }
@@ -1351,6 +1386,34 @@ mod tests {
         );
         assert_eq!(problems, Vec::<String>::new());
         assert_eq!(load.mappings.len(), 1);
+    }
+
+    #[test]
+    fn each_mqtt_receiver_counts_as_a_broker_connection_in_the_total() {
+        let conn = |write: u64| {
+            json!([{"connectionId": "m", "connectionData": {"type": "mqtt",
+                    "uri": "mqtt://127.0.0.1", "writeConnectionsToOpen": write}}])
+        };
+        let mappings: Vec<Value> = (0..5)
+            .map(|i| {
+                json!({"request": {"destination": {"name": format!("t/{i}/+"), "type": "TOPIC"}},
+                       "receiveThreads": 50})
+            })
+            .collect();
+        let (load, problems) = problems_of(conn(6), &mappings);
+        assert_eq!(problems, Vec::<String>::new());
+        assert_eq!(load.mappings.len(), 5);
+        let (load, problems) = problems_of(conn(7), &mappings);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with(
+                "mq-connections.json: the connections open 257 broker connections in total \
+                 (readConnectionsToOpen + writeConnectionsToOpen over 1 connections, and one \
+                 per MQTT receiver: 250), more than the limit of 256"
+            ),
+            "{problems:?}"
+        );
+        assert!(load.mappings.is_empty());
     }
 
     #[test]

@@ -14,13 +14,14 @@
 //!   run time.
 //! - [`nats`]: NATS core request-reply and JetStream durable consumers, with
 //!   `async-nats`.
+//! - [`mqtt`]: MQTT 3.1.1 and 5 brokers (Mosquitto...), with `rumqttc`.
 //! - [`memory`]: an in-process broker for the runtime's own tests.
 //!
 //! A transport beside HTTP: MQ mappings are matched here (their own format), and
 //! answered requests are recorded through the serve step's
 //! [`Outcomes`](decoy_core::serve::Outcomes) (counters, mapping counters, webhooks), as
 //! HTTP's are. The MQ transports register their metrics under `amqp`, `ibm-mq` and
-//! `nats`.
+//! `nats` and `mqtt`.
 //!
 //! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`, `decoy-core`.
 //! Must not import: the `decoy` crate (HTTP, the admin API, the watcher, the server
@@ -34,6 +35,7 @@ pub mod config;
 pub mod ibmmq;
 pub mod incidents;
 pub mod memory;
+pub mod mqtt;
 pub mod nats;
 pub mod retry;
 pub mod runtime;
@@ -53,7 +55,7 @@ use runtime::MqRuntime;
 use transport::Broker;
 
 /// The MQ transports' names: the `transport` label of their metrics.
-const TRANSPORTS: [&str; 3] = ["amqp", "ibm-mq", "nats"];
+const TRANSPORTS: [&str; 4] = ["amqp", "ibm-mq", "nats", "mqtt"];
 
 /// Under which name the MQ mappings' counters are listed in the metrics.
 const METRICS_OWNER: &str = "mq";
@@ -64,6 +66,7 @@ fn transport_index(kind: &ConnectionKind) -> usize {
         ConnectionKind::Amqp(_) => 0,
         ConnectionKind::IbmMq(_) => 1,
         ConnectionKind::Nats(_) => 2,
+        ConnectionKind::Mqtt(_) => 3,
     }
 }
 
@@ -88,7 +91,7 @@ pub struct MqService {
     /// What went wrong while serving (listed with the file problems).
     incidents: Arc<Incidents>,
     /// Each MQ transport's counters, registered once at start (runtimes a reload
-    /// starts count on into them): AMQP's, then IBM MQ's.
+    /// starts count on into them), in the order of [`TRANSPORTS`].
     counters: [(Arc<TransportMetrics>, Arc<Panics>); TRANSPORTS.len()],
     /// The mappings being served, with their counters (for the dashboard).
     live: Mutex<Vec<LiveMqMapping>>,
@@ -146,6 +149,10 @@ impl MqService {
         for c in &load.connections {
             match &c.kind {
                 ConnectionKind::Amqp(a) => brokers.push(Arc::new(amqp::AmqpBroker::new(a.clone()))),
+                ConnectionKind::Mqtt(m) => {
+                    let broker = mqtt::MqttBroker::new(&c.id, m.clone(), &load.mappings);
+                    brokers.push(Arc::new(broker));
+                }
                 #[cfg(not(feature = "ibmmq"))]
                 ConnectionKind::IbmMq(_) => bail!(
                     "connection {:?} is an IBM MQ connection, but this decoy was built without IBM MQ support (the `ibmmq` cargo feature, on by default)",

@@ -158,6 +158,9 @@ pub fn reply_for(mapping: &MqMapping, request: &Message) -> Message {
         format: Some(mapping.response.format.clone()),
         message_type: Some("reply".into()),
         persistent: request.persistent,
+        topic: None,
+        qos: request.qos,
+        retain: mapping.response.retain,
     }
 }
 
@@ -170,7 +173,7 @@ fn plugin_request(mapping: &MqMapping, request: &Message) -> decoy_plugin_host::
         })
     };
     message_request(
-        &mapping.queue.name,
+        request.topic.as_deref().unwrap_or(&mapping.queue.name),
         request.reply_to.as_deref(),
         id_text(&request.message_id).as_deref(),
         id_text(&request.correlation_id).as_deref(),
@@ -227,6 +230,36 @@ fn transform_reply(
     reply.properties = r.properties;
     if let Some(d) = r.destination.filter(|d| !d.is_empty()) {
         *to = Destination::queue(d);
+    } else if let Some(d) = mapping
+        .response
+        .destination
+        .as_ref()
+        .filter(|d| d.name.contains("{{"))
+    {
+        // A templated destination (`devices/{{...}}/ack`) is rendered by the same
+        // transformers as the body, with the name as the body to render.
+        let name = wit::Response::Mq(wit::MqReply {
+            body: d.name.as_bytes().to_vec(),
+            properties: Vec::new(),
+            destination: None,
+            delay_ms: None,
+        });
+        let r = t.run(ctx, &req, &name, |r| match r {
+            wit::Response::Mq(r) => Ok(r),
+            wit::Response::Http(_) => Err("it returned an HTTP response for a message".into()),
+        })?;
+        let rendered = String::from_utf8_lossy(&r.body).trim().to_owned();
+        if rendered.is_empty() {
+            return Err(decoy_plugin_host::PluginFailure {
+                plugin: "transformers".into(),
+                reason: format!("response.destination {:?} rendered empty", d.name),
+                loading: false,
+            });
+        }
+        *to = Destination {
+            name: rendered,
+            topic: d.topic,
+        };
     }
     if let Some(ms) = r.delay_ms {
         *delay = decoy_spec::plan::add_delay(*delay, Duration::from_millis(u64::from(ms)));

@@ -66,6 +66,13 @@ pub struct Message {
     /// reply has its request's, so a persistent request never gets a reply that a
     /// restart can lose.
     pub persistent: bool,
+    /// The topic a message was published on, when the broker says it (MQTT): a
+    /// mapping may listen on a filter with wildcards, and templates see this one.
+    pub topic: Option<String>,
+    /// MQTT: the quality of service a request came with, which its reply gets.
+    pub qos: Option<u8>,
+    /// MQTT: the broker keeps the message as its topic's last one.
+    pub retain: bool,
 }
 
 /// A queue, or a topic (publish/subscribe), by name.

@@ -379,5 +379,6 @@ pub(super) fn message_from(body: Bytes, md: &libmqm_sys::MQMD) -> Message {
             .to_owned(),
         ),
         persistent: md.Persistence == libmqm_sys::MQPER_PERSISTENT,
+        ..Message::default()
     }
 }

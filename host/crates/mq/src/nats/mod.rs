@@ -548,6 +548,7 @@ fn from_nats(m: &async_nats::Message, stored: bool) -> Message {
         format: None,
         message_type: None,
         persistent: stored,
+        ..Message::default()
     }
 }
 

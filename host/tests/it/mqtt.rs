@@ -1,0 +1,672 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! MQTT virtual services against the machine's Mosquitto (127.0.0.1:1883, anonymous;
+//! `DECOY_MQTT_URL` points elsewhere), with rumqttc as the system under test, MQTT 5
+//! and 3.1.1. Each test uses topics of its own under `decoy-test/<uuid>/`. The broker
+//! restart runs on a private Mosquitto started on a free port, never the shared one.
+//! Every request is counted against its reply.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rumqttc::v5;
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+fn url() -> String {
+    std::env::var("DECOY_MQTT_URL").unwrap_or_else(|_| "mqtt://127.0.0.1:1883".into())
+}
+
+fn host_port(url: &str) -> (String, u16) {
+    let rest = url.trim_start_matches("mqtt://");
+    let (h, p) = rest.rsplit_once(':').unwrap_or((rest, "1883"));
+    (h.to_owned(), p.parse().unwrap())
+}
+
+fn base() -> String {
+    format!("decoy-test/{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A received message: topic, body, correlation data, user properties, retain flag.
+#[derive(Debug, Clone)]
+struct Got {
+    topic: String,
+    body: String,
+    correlation: Option<Bytes>,
+    properties: Vec<(String, String)>,
+    qos: u8,
+}
+
+/// An MQTT 5 client as the system under test: publishes requests, receives on the
+/// topics it subscribed to.
+struct Client5 {
+    client: v5::AsyncClient,
+    got: mpsc::UnboundedReceiver<Got>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Client5 {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Client5 {
+    /// Connected and subscribed to `topics` (each SUBACK seen).
+    async fn connect(url: &str, id: &str, clean: bool, topics: &[&str]) -> Client5 {
+        let (host, port) = host_port(url);
+        let mut o = v5::MqttOptions::new(id, host, port);
+        o.set_keep_alive(Duration::from_secs(10))
+            .set_clean_start(clean);
+        if !clean {
+            o.set_session_expiry_interval(Some(600));
+        }
+        let (client, mut events) = v5::AsyncClient::new(o, 1000);
+        let (tx, got) = mpsc::unbounded_channel();
+        let (suback_tx, mut subacks) = mpsc::unbounded_channel();
+        let (again, filters) = (
+            client.clone(),
+            topics.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>(),
+        );
+        let mut connects = 0;
+        let task = tokio::spawn(async move {
+            loop {
+                match events.poll().await {
+                    // Subscribed again on every reconnect, as a careful client does
+                    // (Mosquitto restores persisted sessions without their
+                    // subscriptions).
+                    Ok(v5::Event::Incoming(Packet::ConnAck(_))) => {
+                        connects += 1;
+                        if connects > 1 {
+                            for f in &filters {
+                                let _ = again.try_subscribe(f.clone(), QoS::ExactlyOnce);
+                            }
+                        }
+                    }
+                    Ok(v5::Event::Incoming(Packet::Publish(p))) => {
+                        let props = p.properties.clone().unwrap_or_default();
+                        let _ = tx.send(Got {
+                            topic: String::from_utf8_lossy(&p.topic).into_owned(),
+                            body: String::from_utf8_lossy(&p.payload).into_owned(),
+                            correlation: props.correlation_data,
+                            properties: props.user_properties,
+                            qos: p.qos as u8,
+                        });
+                    }
+                    Ok(v5::Event::Incoming(Packet::SubAck(_))) => {
+                        let _ = suback_tx.send(());
+                    }
+                    Ok(_) => {}
+                    // The broker is away (the restart test): try again shortly.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        });
+        for t in topics {
+            client.subscribe(*t, QoS::ExactlyOnce).await.unwrap();
+        }
+        for _ in topics {
+            tokio::time::timeout(Duration::from_secs(10), subacks.recv())
+                .await
+                .expect("SUBACK in 10 s")
+                .unwrap();
+        }
+        Client5 { client, got, task }
+    }
+
+    async fn request(
+        &self,
+        topic: &str,
+        body: &str,
+        qos: QoS,
+        response_topic: Option<&str>,
+        correlation: &str,
+        user: &[(&str, &str)],
+    ) {
+        let props = PublishProperties {
+            response_topic: response_topic.map(str::to_owned),
+            correlation_data: Some(Bytes::from(correlation.to_owned())),
+            user_properties: user
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..Default::default()
+        };
+        self.client
+            .publish_with_properties(topic, qos, false, body.to_owned(), props)
+            .await
+            .unwrap();
+    }
+
+    async fn next(&mut self, wait: Duration) -> Option<Got> {
+        tokio::time::timeout(wait, self.got.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Replies until every correlation in `want` is seen (or `wait` passes); the
+    /// replies by correlation.
+    async fn collect(&mut self, want: usize, wait: Duration) -> HashMap<String, Vec<Got>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut seen: HashMap<String, Vec<Got>> = HashMap::new();
+        while seen.len() < want {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let Some(g) = self.next(left).await else {
+                break;
+            };
+            let c = g
+                .correlation
+                .as_ref()
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .unwrap_or_default();
+            if c != "probe" {
+                seen.entry(c).or_default().push(g);
+            }
+        }
+        seen
+    }
+}
+
+fn connection(id: &str, url: &str, extra: serde_json::Value) -> String {
+    let mut data = json!({"type": "mqtt", "uri": url});
+    data.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    json!([{"connectionId": id, "connectionData": data}]).to_string()
+}
+
+/// Publishes a probe until decoy answers it: decoy subscribes in the background once
+/// serving starts, and a publication made before that reaches nobody.
+async fn until_served(c: &mut Client5, topic: &str, reply: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        c.request(topic, "probe", QoS::AtLeastOnce, Some(reply), "probe", &[])
+            .await;
+        if let Some(g) = c.next(Duration::from_millis(500)).await {
+            assert_eq!(g.correlation.as_deref(), Some(&b"probe"[..]), "{g:?}");
+            // Later answers to earlier probes are drained.
+            while c.next(Duration::from_millis(300)).await.is_some() {}
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "decoy never answered on {topic}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn mqtt5_requests_are_answered_on_their_response_topic_with_their_correlation_data() {
+    let b = base();
+    let (req, replies, lost) = (
+        format!("{b}/devices/+/cmd"),
+        format!("{b}/replies"),
+        format!("{b}/unmatched"),
+    );
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connection("mosquitto", &url(), json!({"unmatched": {"queue": lost}})),
+        ),
+        (
+            "mq-mappings/status.json",
+            &json!({
+                "mappingId": "mqtt-status",
+                "request": {"destination": {"name": req, "type": "TOPIC"},
+                            "bodyMatcher": {"matchesJsonPath": "$.cmd"},
+                            "properties": {"tenant": {"equalTo": "acme"}}},
+                "response": {"text": "{\"device\": \"{{regexExtract request.destination 'devices/([^/]+)/cmd' 'p'}}{{p.[0]}}\", \"cmd\": \"{{jsonPath request.body '$.cmd'}}\"}",
+                             "properties": {"served-by": "decoy"},
+                             "transformers": ["response-template"]},
+                "receiveThreads": 3,
+                "sendThreads": 2
+            })
+            .to_string(),
+        ),
+        (
+            "mq-mappings/probe.json",
+            &json!({"request": {"destination": {"name": req, "type": "TOPIC"}, "bodyMatcher": {"equalTo": "probe"}},
+                    "response": {"text": "ready"}})
+            .to_string(),
+        ),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let mut c = Client5::connect(
+        &url(),
+        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
+        true,
+        &[&replies, &lost],
+    )
+    .await;
+    until_served(&mut c, &format!("{b}/devices/0/cmd"), &replies).await;
+
+    // QoS 0, 1 and 2, each answered at the QoS it was asked with.
+    let n = 60;
+    for i in 0..n {
+        let qos = [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce][i % 3];
+        c.request(
+            &format!("{b}/devices/d{i}/cmd"),
+            &format!("{{\"cmd\": \"reboot-{i}\"}}"),
+            qos,
+            Some(&replies),
+            &format!("c-{i}"),
+            &[("tenant", "acme")],
+        )
+        .await;
+    }
+    let seen = c.collect(n, Duration::from_secs(30)).await;
+    assert_eq!(seen.len(), n, "every request answered: {seen:?}");
+    for i in 0..n {
+        let got = &seen[&format!("c-{i}")];
+        if got.len() != 1 {
+            let m = crate::common::get(server.http_addr, "/__admin/metrics")
+                .await
+                .body;
+            let line: Vec<&str> = m
+                .lines()
+                .filter(|l| l.contains("mqtt-status") || l.contains("transport=\"mqtt\""))
+                .collect();
+            panic!("answered {} times: {got:?}; {line:?}", got.len());
+        }
+        assert_eq!(got[0].topic, replies);
+        assert_eq!(
+            got[0].body,
+            format!("{{\"device\": \"d{i}\", \"cmd\": \"reboot-{i}\"}}")
+        );
+        assert_eq!(
+            got[0].properties,
+            [("served-by".to_owned(), "decoy".to_owned())]
+        );
+        assert_eq!(got[0].qos, (i % 3) as u8, "the request's QoS");
+    }
+
+    // Another tenant matches nothing: published on the unmatched topic as it came.
+    c.request(
+        &format!("{b}/devices/x/cmd"),
+        "{\"cmd\": \"reboot\"}",
+        QoS::AtLeastOnce,
+        Some(&replies),
+        "stranger",
+        &[("tenant", "other")],
+    )
+    .await;
+    let moved = c.next(Duration::from_secs(10)).await.expect("moved");
+    assert_eq!(moved.topic, lost, "{moved:?}");
+    assert_eq!(moved.body, "{\"cmd\": \"reboot\"}");
+    assert_eq!(
+        moved.properties,
+        [("tenant".to_owned(), "other".to_owned())]
+    );
+
+    let metrics = crate::common::get(server.http_addr, "/__admin/metrics")
+        .await
+        .body;
+    // The probes are counted too.
+    assert!(
+        metrics.contains(r#"decoy_requests_total{transport="mqtt",outcome="matched"}"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"decoy_requests_total{transport="mqtt",outcome="unmatched"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            r#"decoy_mapping_requests_total{mapping_id="mqtt-status",mapping_name=""} 60"#
+        ),
+        "{metrics}"
+    );
+    server.shutdown().await;
+}
+
+/// An MQTT 3.1.1 client and connection: no response topic in 3.1.1, so the mapping
+/// names the reply topic, templated from the request's; the reply is retained.
+#[tokio::test]
+async fn mqtt311_requests_get_a_retained_reply_on_a_topic_templated_from_the_request_topic() {
+    let b = base();
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connection("m311", &url(), json!({"protocolVersion": "3.1.1", "clientId": format!("decoy-{}", uuid::Uuid::new_v4().simple())})),
+        ),
+        (
+            "mq-mappings/ack.json",
+            &json!({
+                "request": {"destination": {"name": format!("{b}/devices/+/cmd"), "type": "TOPIC"},
+                            "bodyMatcher": {"contains": "on"}},
+                "response": {"destination": {"name": format!("{b}/devices/{{{{regexExtract request.destination 'devices/([^/]+)/cmd' 'p'}}}}{{{{p.[0]}}}}/ack"), "type": "TOPIC"},
+                             "text": "ack {{request.body}}",
+                             "retain": true,
+                             "transformers": ["response-template"]}
+            })
+            .to_string(),
+        ),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+
+    let (host, port) = host_port(&url());
+    let mut o = rumqttc::MqttOptions::new(
+        format!("sut311-{}", uuid::Uuid::new_v4().simple()),
+        host.clone(),
+        port,
+    );
+    o.set_keep_alive(Duration::from_secs(10));
+    let (client, mut events) = rumqttc::AsyncClient::new(o, 100);
+    let (tx, mut got) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        loop {
+            match events.poll().await {
+                Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(p))) => {
+                    let _ = tx.send((
+                        p.topic.clone(),
+                        String::from_utf8_lossy(&p.payload).into_owned(),
+                        p.retain,
+                        p.qos as u8,
+                    ));
+                }
+                Ok(_) => {}
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    });
+    client
+        .subscribe(format!("{b}/devices/+/ack"), rumqttc::QoS::ExactlyOnce)
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        client
+            .publish(
+                format!("{b}/devices/lamp-7/cmd"),
+                rumqttc::QoS::ExactlyOnce,
+                false,
+                "on",
+            )
+            .await
+            .unwrap();
+        if let Ok(Some(g)) = tokio::time::timeout(Duration::from_millis(700), got.recv()).await {
+            break g;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no reply");
+    };
+    assert_eq!(first.0, format!("{b}/devices/lamp-7/ack"));
+    assert_eq!(first.1, "ack on");
+    assert_eq!(first.3, 2, "a QoS 2 request gets a QoS 2 reply");
+    task.abort();
+
+    // A client that subscribes later gets the retained reply.
+    let mut o = rumqttc::MqttOptions::new(
+        format!("late-{}", uuid::Uuid::new_v4().simple()),
+        host,
+        port,
+    );
+    o.set_keep_alive(Duration::from_secs(10));
+    let (late, mut events) = rumqttc::AsyncClient::new(o, 10);
+    late.subscribe(format!("{b}/devices/lamp-7/ack"), rumqttc::QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    let retained = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(p))) = events.poll().await {
+                return p;
+            }
+        }
+    })
+    .await
+    .expect("the retained reply");
+    assert!(retained.retain);
+    assert_eq!(&retained.payload[..], b"ack on");
+    // Clear the retained message.
+    late.publish(
+        format!("{b}/devices/lamp-7/ack"),
+        rumqttc::QoS::AtLeastOnce,
+        true,
+        "",
+    )
+    .await
+    .unwrap();
+    for _ in 0..4 {
+        let _ = tokio::time::timeout(Duration::from_millis(200), events.poll()).await;
+    }
+    server.shutdown().await;
+}
+
+/// A private Mosquitto on a free port, with persistence, so a restart keeps the
+/// sessions and the requests not yet acknowledged.
+struct Private {
+    child: std::process::Child,
+    port: u16,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Private {
+    fn start(port: u16, dir: tempfile::TempDir) -> Option<Private> {
+        let conf = dir.path().join("mosquitto.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {}/\nuser root\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let up = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "the private mosquitto did not start on {port}");
+        Some(Private {
+            child,
+            port,
+            dir: Some(dir),
+        })
+    }
+
+    /// Stops it (SIGTERM: it saves its sessions) and gives back its directory.
+    fn stop(mut self) -> (u16, tempfile::TempDir) {
+        let _ = std::process::Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+        (self.port, self.dir.take().expect("its directory"))
+    }
+}
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn requests_at_qos_1_are_all_answered_across_a_broker_restart() {
+    if std::process::Command::new("mosquitto")
+        .arg("-h")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: mosquitto is not installed here (tests/run.sh installs it)");
+        return;
+    }
+    let port = crate::common::free_port();
+    let Some(broker) = Private::start(port, tempfile::tempdir().unwrap()) else {
+        eprintln!("skipped: mosquitto could not be started");
+        return;
+    };
+    let url = format!("mqtt://127.0.0.1:{port}");
+    let b = base();
+    let (req, replies) = (format!("{b}/orders"), format!("{b}/replies"));
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connection("private", &url, json!({})),
+        ),
+        (
+            "mq-mappings/orders.json",
+            &json!({"request": {"destination": {"name": req, "type": "TOPIC"}},
+                    "response": {"text": "accepted", "fixedDelayMilliseconds": 1000}})
+            .to_string(),
+        ),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    let mut c = Client5::connect(
+        &url,
+        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
+        false,
+        &[&replies],
+    )
+    .await;
+    until_served(&mut c, &req, &replies).await;
+
+    let n = 400;
+    for i in 0..n / 2 {
+        c.request(
+            &req,
+            "order",
+            QoS::AtLeastOnce,
+            Some(&replies),
+            &format!("o-{i}"),
+            &[],
+        )
+        .await;
+    }
+    // Restart the broker while decoy holds those, unacknowledged, for their delay.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (port, data) = broker.stop();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _broker = Private::start(port, data).expect("restarted");
+    for i in n / 2..n {
+        c.request(
+            &req,
+            "order",
+            QoS::AtLeastOnce,
+            Some(&replies),
+            &format!("o-{i}"),
+            &[],
+        )
+        .await;
+    }
+    let seen = c.collect(n, Duration::from_secs(60)).await;
+    let missing: Vec<usize> = (0..n)
+        .filter(|i| !seen.contains_key(&format!("o-{i}")))
+        .collect();
+    assert!(missing.is_empty(), "not answered: {missing:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_broker_that_is_down_at_start_is_connected_to_once_it_is_up() {
+    if std::process::Command::new("mosquitto")
+        .arg("-h")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: mosquitto is not installed here (tests/run.sh installs it)");
+        return;
+    }
+    let port = crate::common::free_port();
+    let url = format!("mqtt://127.0.0.1:{port}");
+    let b = base();
+    let (req, replies) = (format!("{b}/ping"), format!("{b}/pong"));
+    let dir = crate::common::root(&[
+        ("mq-connections.json", &connection("later", &url, json!({"protocolVersion": "3.1.1"}))),
+        (
+            "mq-mappings/ping.json",
+            &json!({"request": {"destination": {"name": req, "type": "TOPIC"}},
+                    "response": {"destination": {"name": replies, "type": "TOPIC"}, "text": "pong"}})
+            .to_string(),
+        ),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _broker = Private::start(port, tempfile::tempdir().unwrap()).expect("started");
+    let mut c = Client5::connect(&url, "sut-later", true, &[&replies]).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        c.request(&req, "ping", QoS::AtLeastOnce, None, "p", &[])
+            .await;
+        if let Some(g) = c.next(Duration::from_millis(500)).await {
+            assert_eq!(g.body, "pong");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never answered");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_edited_mqtt_mapping_is_served_without_a_restart() {
+    let b = base();
+    let (req, replies) = (format!("{b}/ask"), format!("{b}/answers"));
+    let mapping = |text: &str| {
+        json!({"request": {"destination": {"name": req, "type": "TOPIC"}}, "response": {"text": text}})
+            .to_string()
+    };
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connection(
+                "reload",
+                &url(),
+                json!({"clientId": format!("decoy-{}", uuid::Uuid::new_v4().simple())}),
+            ),
+        ),
+        ("mq-mappings/answer.json", &mapping("version one")),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    let mut c = Client5::connect(
+        &url(),
+        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
+        true,
+        &[&replies],
+    )
+    .await;
+    // Ask until the answer is `want` (a reload takes a moment), for up to 20 s.
+    async fn answer_becomes(
+        c: &mut Client5,
+        req: &str,
+        replies: &str,
+        want: &str,
+    ) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            c.request(req, "q", QoS::AtLeastOnce, Some(replies), "q", &[])
+                .await;
+            let got = c.next(Duration::from_millis(700)).await.map(|g| g.body);
+            if got.as_deref() == Some(want) || tokio::time::Instant::now() > deadline {
+                return got;
+            }
+        }
+    }
+    assert_eq!(
+        answer_becomes(&mut c, &req, &replies, "version one")
+            .await
+            .as_deref(),
+        Some("version one")
+    );
+    std::fs::write(
+        dir.path().join("mq-mappings/answer.json"),
+        mapping("version two"),
+    )
+    .unwrap();
+    assert_eq!(
+        answer_becomes(&mut c, &req, &replies, "version two")
+            .await
+            .as_deref(),
+        Some("version two")
+    );
+    server.shutdown().await;
+}
