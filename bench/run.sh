@@ -18,7 +18,7 @@ if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; th
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
 rustup target add wasm32-wasip2
-cargo build --release -p decoy --bins --features bench --example mq-load --example mqtt-load --example plugin-calls --example fixed-rate
+cargo build --release -p decoy --bins --features bench --example mq-load --example mqtt-load --example mq1-load --example plugin-calls --example fixed-rate
 # A trivial Rust plugin for the per-call and start-up figures (the test plugin's noop mode).
 (cd tests/plugins/hostile && cargo build --quiet --release --target wasm32-wasip2 --target-dir ../../../target/test-plugins)
 mkdir -p bench/out/plugins
@@ -27,6 +27,9 @@ cp target/test-plugins/wasm32-wasip2/release/decoy_test_hostile.wasm bench/out/p
 # MQ scenarios first (they need RabbitMQ; skipped with a note when it is not up).
 if (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   python3 bench/mq.py "${MQ_SECONDS:-10}"
+  # AMQP 1.0 through RabbitMQ's plugin, against a bare fe2o3-amqp responder.
+  rabbitmq-plugins enable rabbitmq_amqp1_0 >/dev/null
+  python3 bench/mq_amqp1.py "${MQ_SECONDS:-10}"
 else
   echo "RabbitMQ is not running on 127.0.0.1:5672: skipping the MQ scenarios"
   rm -f bench/out/mq.json

@@ -20,6 +20,8 @@ if ! (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   rabbitmq-diagnostics -q ping
 fi
 echo "RabbitMQ is up"
+# AMQP 1.0 (the amqp1 tests) through RabbitMQ's bundled plugin; idempotent.
+rabbitmq-plugins enable rabbitmq_amqp1_0 >/dev/null
 
 log "NATS with JetStream for the NATS tests (127.0.0.1:4222; the restart tests start private servers)"
 if ! command -v nats-server >/dev/null 2>&1; then
@@ -119,6 +121,9 @@ log "NATS virtual services driven by a third-party client (PyPI nats-py), core a
 log "MQTT 3.1.1 and 5 virtual services driven by a third-party client (PyPI paho-mqtt) through Mosquitto"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check 'paho-mqtt==2.1.0'
 "$work/venv/bin/python" tests/mqtt-compat.py target/debug/decoy
+log "AMQP 1.0 driven by a third-party client (PyPI python-qpid-proton) through RabbitMQ's plugin"
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check 'python-qpid-proton==0.40.0'
+"$work/venv/bin/python" tests/amqp1-compat.py target/debug/decoy
 
 log "the live dashboard in headless Chromium (Selenium from PyPI)"
 need_apt=""

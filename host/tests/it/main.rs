@@ -12,6 +12,7 @@ mod common;
 
 mod admin_csrf;
 mod amqp;
+mod amqp1;
 mod amqp_connections;
 mod amqp_restart;
 mod cli;

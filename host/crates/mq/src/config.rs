@@ -70,6 +70,7 @@ pub enum ConnectionKind {
     IbmMq(IbmMqConfig),
     Nats(super::nats::config::NatsConfig),
     Mqtt(super::mqtt::config::MqttConfig),
+    Amqp1(super::amqp1::Amqp1Config),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +126,9 @@ pub enum Correlation {
     MsgIdToCorrelId,
     /// The request's correlation id is copied (the usual AMQP RPC convention).
     CopyCorrelId,
+    /// The request's correlation id, or its message id when it has none (the AMQP
+    /// 1.0 default: a JMS requester correlates by message id).
+    CorrelIdOrMsgId,
 }
 
 /// One message-queue mapping: which messages it answers and with what.
@@ -304,6 +308,7 @@ fn check_totals(out: &mut MqLoad, connection_file: &Path) {
             ConnectionKind::IbmMq(m) => (m.read_connections + m.write_connections) as u64,
             ConnectionKind::Nats(n) => (n.read_connections + n.write_connections) as u64,
             ConnectionKind::Mqtt(m) => m.write_connections as u64,
+            ConnectionKind::Amqp1(a) => (a.read_connections + a.write_connections) as u64,
         })
         .sum();
     // An MQTT receiver is a broker connection of its own (its session holds its
@@ -752,6 +757,7 @@ fn parse_connection(
             }
             ConnectionKind::Mqtt(super::mqtt::config::parse(data, &data_at, warnings)?)
         }
+        "amqp1" => ConnectionKind::Amqp1(super::amqp1::config::parse(data, &data_at, warnings)?),
         other => {
             return Err(FieldError::new(
                 join(&data_at, "type"),
@@ -833,6 +839,8 @@ fn check_name(
         ConnectionKind::IbmMq(_) => {}
         ConnectionKind::Nats(_) => super::nats::config::check_subject(name, subscribes, path)?,
         ConnectionKind::Mqtt(_) => super::mqtt::config::check_topic(name, subscribes, path)?,
+        // An AMQP 1.0 address is a string of any length.
+        ConnectionKind::Amqp1(_) => {}
     }
     Ok(())
 }
@@ -970,16 +978,27 @@ fn parse_mapping(
         send_threads = count(obj, "sendThreads", "", 1)?;
         Ok(())
     })());
-    let mut correlation = Correlation::MsgIdToCorrelId;
+    // AMQP 1.0 requesters correlate by correlation id, or (JMS) by message id.
+    let mut correlation = if connections
+        .iter()
+        .any(|c| c.id == connection_id && matches!(c.kind, ConnectionKind::Amqp1(_)))
+    {
+        Correlation::CorrelIdOrMsgId
+    } else {
+        Correlation::MsgIdToCorrelId
+    };
     check((|| {
         if let Some(c) = obj.get("correlation") {
             correlation = match as_str(c, "correlation")? {
                 "MSGID_TO_CORRELID" => Correlation::MsgIdToCorrelId,
                 "COPY_CORRELID" => Correlation::CopyCorrelId,
+                "CORRELID_OR_MSGID" => Correlation::CorrelIdOrMsgId,
                 other => {
                     return Err(FieldError::new(
                         "correlation",
-                        format!("{other:?}: expected MSGID_TO_CORRELID or COPY_CORRELID"),
+                        format!(
+                            "{other:?}: expected MSGID_TO_CORRELID, COPY_CORRELID or CORRELID_OR_MSGID"
+                        ),
                     ));
                 }
             };
@@ -1080,16 +1099,22 @@ fn parse_mapping(
             }
         }
     }
-    let on_ibm_mq = connections
-        .iter()
-        .any(|c| c.id == connection_id && matches!(c.kind, ConnectionKind::IbmMq(_)));
-    if queue.topic && on_ibm_mq && receive_threads > 1 {
-        // Each IBM MQ subscriber gets every publication: more receivers would answer
-        // each one several times.
+    let subscriber_per_receiver =
+        connections
+            .iter()
+            .find(|c| c.id == connection_id)
+            .and_then(|c| match c.kind {
+                ConnectionKind::IbmMq(_) => Some("an IBM MQ topic"),
+                ConnectionKind::Amqp1(_) => Some("an AMQP 1.0 topic"),
+                _ => None,
+            });
+    if let Some(on) = subscriber_per_receiver.filter(|_| queue.topic && receive_threads > 1) {
+        // Each subscriber gets every publication: more receivers would answer each
+        // one several times.
         warnings.push(FieldError::new(
             "receiveThreads",
             format!(
-                "{receive_threads} receivers on an IBM MQ topic would each get every \
+                "{receive_threads} receivers on {on} would each get every \
                  publication; 1 is used"
             ),
         ));

@@ -10,6 +10,8 @@
 //! - [`incidents`]: what went wrong while serving (a task that panicked, an
 //!   unmatched queue that cannot be created), for `/__admin/problems`.
 //! - [`amqp`]: RabbitMQ and other AMQP 0-9-1 brokers, with `lapin`.
+//! - [`amqp1`]: AMQP 1.0 brokers (RabbitMQ's plugin, Artemis, Azure Service Bus),
+//!   with `fe2o3-amqp`.
 //! - [`ibmmq`]: IBM MQ through the MQI, with `mqi` and the client library loaded at
 //!   run time.
 //! - [`nats`]: NATS core request-reply and JetStream durable consumers, with
@@ -20,8 +22,8 @@
 //! A transport beside HTTP: MQ mappings are matched here (their own format), and
 //! answered requests are recorded through the serve step's
 //! [`Outcomes`](decoy_core::serve::Outcomes) (counters, mapping counters, webhooks), as
-//! HTTP's are. The MQ transports register their metrics under `amqp`, `ibm-mq` and
-//! `nats` and `mqtt`.
+//! HTTP's are. The MQ transports register their metrics under `amqp`, `ibm-mq`,
+//! `nats`, `mqtt` and `amqp1`.
 //!
 //! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`, `decoy-core`.
 //! Must not import: the `decoy` crate (HTTP, the admin API, the watcher, the server
@@ -30,6 +32,7 @@
 //! given.
 
 pub mod amqp;
+pub mod amqp1;
 pub mod config;
 #[cfg(feature = "ibmmq")]
 pub mod ibmmq;
@@ -55,7 +58,7 @@ use runtime::MqRuntime;
 use transport::Broker;
 
 /// The MQ transports' names: the `transport` label of their metrics.
-const TRANSPORTS: [&str; 4] = ["amqp", "ibm-mq", "nats", "mqtt"];
+const TRANSPORTS: [&str; 5] = ["amqp", "ibm-mq", "nats", "mqtt", "amqp1"];
 
 /// Under which name the MQ mappings' counters are listed in the metrics.
 const METRICS_OWNER: &str = "mq";
@@ -67,6 +70,7 @@ fn transport_index(kind: &ConnectionKind) -> usize {
         ConnectionKind::IbmMq(_) => 1,
         ConnectionKind::Nats(_) => 2,
         ConnectionKind::Mqtt(_) => 3,
+        ConnectionKind::Amqp1(_) => 4,
     }
 }
 
@@ -153,6 +157,10 @@ impl MqService {
                     let broker = mqtt::MqttBroker::new(&c.id, m.clone(), &load.mappings);
                     brokers.push(Arc::new(broker));
                 }
+                ConnectionKind::Amqp1(a) => brokers
+                    .push(Arc::new(amqp1::Amqp1Broker::new(a.clone()).map_err(
+                        |e| anyhow::anyhow!("connection {:?}: {e:#}", c.id),
+                    )?)),
                 #[cfg(not(feature = "ibmmq"))]
                 ConnectionKind::IbmMq(_) => bail!(
                     "connection {:?} is an IBM MQ connection, but this decoy was built without IBM MQ support (the `ibmmq` cargo feature, on by default)",

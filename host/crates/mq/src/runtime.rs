@@ -147,6 +147,10 @@ pub fn reply_for(mapping: &MqMapping, request: &Message) -> Message {
             .clone()
             .or_else(|| request.correlation_id.clone()),
         Correlation::CopyCorrelId => request.correlation_id.clone(),
+        Correlation::CorrelIdOrMsgId => request
+            .correlation_id
+            .clone()
+            .or_else(|| request.message_id.clone()),
     };
     Message {
         body: mapping.response.body.clone(),
