@@ -65,6 +65,7 @@ pub fn from_amqp(m: AmqpMessage<Body<Value>>) -> Message {
         },
         message_type: p.subject,
         persistent: m.header.is_some_and(|h| h.durable),
+        ..Message::default()
     }
 }
 
