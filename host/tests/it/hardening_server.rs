@@ -333,7 +333,24 @@ async fn past_the_connection_cap_new_connections_are_closed_until_one_ends() {
     let addr = server.http_addr;
     let mut held = Vec::new();
     for _ in 0..3 {
-        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        // Answered once, so decoy has surely accepted and counted it: with a listener
+        // per serving thread, connections made in turn may be accepted out of turn.
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        s.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !answer.ends_with(b"\r\n\r\na") {
+            let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut buf))
+                .await
+                .expect("a held connection is answered")
+                .unwrap();
+            assert!(n > 0, "a held connection is answered, not closed");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        held.push(s);
     }
     // The kernel completes the handshake; decoy then closes it at once.
     let mut fourth = tokio::net::TcpStream::connect(addr).await.unwrap();
