@@ -62,6 +62,42 @@ fn hostile_stub(url: &str, mode: &str) -> Value {
                         "transformers": ["hostile"], "transformerParameters": {"mode": mode}}})
 }
 
+/// A warm instance is kept in its plugin's pool; had it a handle back to the plugin,
+/// the two would keep each other, and the wasm engine with its address-space
+/// reservations (terabytes), alive for ever after the server and its runtime are gone.
+#[test]
+fn a_stopped_server_lets_go_of_its_plugins_and_their_warm_instances() {
+    let dir = crate::common::root(&[(
+        "mappings/t.json",
+        &json!({"mappings": [
+            {"request": {"urlPath": "/t"},
+             "response": {"body": "{{request.path}}", "transformers": ["response-template"]}}
+        ]})
+        .to_string(),
+    )]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let plugin = runtime.block_on(async {
+        let server = crate::common::serve(dir.path()).await;
+        let a = send(server.http_addr, "GET", "/t", &[], "").await;
+        assert_eq!((a.status, a.body.as_str()), (200, "/t"));
+        let plugins = server.store.context().plugins.as_ref().unwrap();
+        let plugin = plugins.get("response-template").unwrap();
+        assert!(
+            plugin.warm_instances() >= 1,
+            "the call left a warm instance"
+        );
+        let plugin = std::sync::Arc::downgrade(&plugin);
+        server.shutdown().await;
+        plugin
+    });
+    drop(runtime);
+    assert_eq!(plugin.strong_count(), 0, "the plugin outlived its server");
+}
+
 #[tokio::test]
 async fn response_template_is_bundled_and_templates_bodies_files_and_headers() {
     let dir = crate::common::root(&[

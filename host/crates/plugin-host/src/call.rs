@@ -10,7 +10,7 @@ use super::cpu_clock::{CallClock, Stopped, WALL_FACTOR};
 use super::exports::decoy::plugin::{matcher, transformer};
 use super::host_api::State;
 use super::load::Isolation;
-use super::{Code, Plugin, PluginRequest, wit};
+use super::{Code, Guest, Plugin, PluginRequest, wit};
 
 /// An instance ready for calls, in its own store.
 pub(crate) struct Warm {
@@ -38,7 +38,7 @@ impl std::fmt::Display for PluginFailure {
 }
 
 impl Code {
-    fn instantiate(&self, plugin: Arc<Plugin>) -> wasmtime::Result<Warm> {
+    fn instantiate(&self, plugin: Arc<Guest>) -> wasmtime::Result<Warm> {
         let mut store = Store::new(
             &self.engine,
             State::new(plugin, self.settings.memory_limit_bytes()),
@@ -217,7 +217,7 @@ impl Plugin {
             Some(w) => w,
             None => {
                 self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
-                match code.instantiate(self.clone()) {
+                match code.instantiate(self.guest.clone()) {
                     Ok(w) => w,
                     Err(e) => {
                         return Attempt::Done(Err(self.failed(

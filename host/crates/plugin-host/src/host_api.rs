@@ -6,7 +6,7 @@ use std::sync::Arc;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::Plugin;
+use super::Guest;
 use super::decoy::plugin::{kv, log, request_info, types};
 use super::stdio::Stdio;
 
@@ -22,7 +22,7 @@ pub(crate) struct State {
     /// What the guest writes to stdout and stderr (forwarded to the log per call).
     pub(crate) stdio: Stdio,
     /// The plugin this instance belongs to (for `kv` and log tags).
-    plugin: Arc<Plugin>,
+    plugin: Arc<Guest>,
     /// The mapping of the call under way (for log tags).
     pub(crate) mapping: String,
     /// The client's address for the call under way (`request-info.client-ip`); set
@@ -74,7 +74,7 @@ impl wasmtime::ResourceLimiter for Limits {
 }
 
 impl State {
-    pub(crate) fn new(plugin: Arc<Plugin>, memory_limit: usize) -> State {
+    pub(crate) fn new(plugin: Arc<Guest>, memory_limit: usize) -> State {
         // Nothing from the host: no preopened directories, no environment, no
         // arguments, no sockets, stdin empty; stdout and stderr are captured in
         // memory (see `stdio.rs`).

@@ -217,10 +217,22 @@ pub struct Plugin {
     reads: AtomicU64,
     status: Mutex<Status>,
     loaded: Condvar,
+    /// What its instances reach through the host interfaces.
+    pub(crate) guest: Arc<Guest>,
+    pub stats: PluginStats,
+}
+
+/// The part of a plugin its instances call back into through the host interfaces:
+/// its name, its `kv` store and its log budget. An instance holds this and never the
+/// [`Plugin`]: warm instances are kept in their plugin's pool, so a handle from an
+/// instance back to its plugin would be a cycle keeping both, and the wasm engine
+/// under them, alive after the plugin is dropped.
+#[derive(Debug)]
+pub(crate) struct Guest {
+    pub(crate) name: String,
     pub(crate) kv: Mutex<BTreeMap<String, Vec<u8>>>,
     /// Used instead of `kv` when state is shared between instances.
     pub(crate) shared_kv: Option<Arc<dyn SharedKv>>,
-    pub stats: PluginStats,
     /// How many lines of guest output may be logged now (see `stdio.rs`).
     pub(crate) line_budget: Mutex<stdio::LineBudget>,
 }
@@ -394,10 +406,13 @@ impl Plugins {
                 reads: AtomicU64::new(0),
                 status: Mutex::new(Status::Loading { waited_out: false }),
                 loaded: Condvar::new(),
-                kv: Mutex::new(BTreeMap::new()),
-                shared_kv: self.inner.shared_kv.get().cloned(),
+                guest: Arc::new(Guest {
+                    name: name.to_owned(),
+                    kv: Mutex::new(BTreeMap::new()),
+                    shared_kv: self.inner.shared_kv.get().cloned(),
+                    line_budget: Default::default(),
+                }),
                 stats: PluginStats::default(),
-                line_budget: Default::default(),
             });
             loaded.insert(name.to_owned(), p.clone());
             p

@@ -137,7 +137,11 @@ fn engine(pooling: bool) -> Result<Engine, String> {
             .table_elements(200_000)
             .max_core_instance_size(8 << 20)
             .max_component_instance_size(8 << 20)
-            .max_memory_size((MAX_MEMORY_MIB << 20) as usize);
+            .max_memory_size((MAX_MEMORY_MIB << 20) as usize)
+            // Calls run on the caller's stack (no async wasm): no fiber stacks. The
+            // default reserves 1,000 of them, each with a guard page, which is 2,000
+            // of the process's memory mappings (64k by default) for nothing.
+            .total_stacks(0);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     Engine::new(&config).map_err(|e| format!("cannot create the wasm engine: {e}"))
