@@ -11,24 +11,25 @@ use std::sync::Arc;
 use decoy_core::engine::Engine;
 use decoy_core::journal::Journal;
 use decoy_core::mapping::load::Problem;
-use decoy_core::metrics::Metrics;
 use decoy_core::serve::{Outcomes, Serve};
 use decoy_grpc::{CallInfo, Catalog, GrpcServer};
 
 use crate::http::body::ResponseBody;
+use crate::http::proxy::{ProxyClient, ProxyError};
 use crate::webhooks::WebhookSender;
 
 /// The gRPC transport of a running server.
 pub type GrpcServe = GrpcServer<WebhookSender>;
 
-/// Reads `root/grpc` and registers the `grpc` transport's metrics.
+/// Serves the services `catalog` read from `root/grpc`, counting into `outcomes`
+/// (registered as [`decoy_grpc::TRANSPORT`]) and proxying through `proxy`.
 pub fn start(
     root: &Path,
     catalog: Catalog,
     engine: Arc<Engine>,
     journal: Arc<Journal>,
-    metrics: &Metrics,
-    webhooks: Option<WebhookSender>,
+    outcomes: Outcomes<WebhookSender>,
+    proxy: ProxyClient,
     verbose: bool,
 ) -> Arc<GrpcServe> {
     if catalog.files > 0 {
@@ -39,14 +40,38 @@ pub fn start(
             root.join(decoy_grpc::catalog::DIR).display()
         );
     }
-    let serve = Serve::new(
-        engine,
-        journal,
-        Outcomes::register(metrics, decoy_grpc::TRANSPORT, webhooks),
-        None,
-        verbose,
-    );
-    Arc::new(GrpcServer::new(root, catalog, serve))
+    let serve = Serve::new(engine, journal, outcomes, None, verbose);
+    Arc::new(GrpcServer::new(root, catalog, serve).with_forward(Arc::new(Upstream(proxy))))
+}
+
+/// Proxy stubs' gRPC calls go out through the one outbound client, with the header
+/// and target rules of every proxied request.
+#[derive(Debug)]
+struct Upstream(ProxyClient);
+
+impl decoy_grpc::proxy::Forward for Upstream {
+    fn open<'a>(
+        &'a self,
+        spec: &'a decoy_spec::plan::ProxySpec,
+        path: &'a str,
+        metadata: &'a http::HeaderMap,
+        body: decoy_grpc::proxy::OutBody,
+    ) -> std::pin::Pin<Box<dyn Future<Output = decoy_grpc::proxy::Opened> + Send + 'a>> {
+        Box::pin(async move {
+            match self.0.open_grpc(spec, path, metadata, body).await {
+                Ok(resp) => Ok(resp.map(|b| {
+                    let b: decoy_grpc::proxy::UpstreamBody =
+                        Box::pin(http_body_util::BodyExt::map_err(b, |e| e.to_string()));
+                    b
+                })),
+                Err(ProxyError::Failed(why)) => Err(why),
+                Err(ProxyError::Denied) => Err(format!(
+                    "a proxied gRPC call to {} was refused by --allow-proxy-targets / --deny-proxy-targets",
+                    spec.target(path)
+                )),
+            }
+        })
+    }
 }
 
 /// Answers a gRPC call the HTTP server received.

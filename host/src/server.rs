@@ -400,8 +400,13 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         grpc_catalog,
         engine.clone(),
         journal.clone(),
-        &metrics,
-        Some(webhooks.clone()),
+        decoy_core::serve::Outcomes::register(
+            &metrics,
+            decoy_grpc::TRANSPORT,
+            Some(webhooks.clone()),
+        ),
+        ProxyClient::new(outbound.clone(), opts.proxy_timeout)
+            .preserving_host(opts.preserve_host_header),
         opts.http.verbose,
     );
     // Start watching in the background while the listeners come up (setting up the

@@ -423,9 +423,33 @@ pub fn make_stubs(
     Ok(json!({ "mappings": mappings_out }))
 }
 
+/// Whether `e` is a gRPC call: its request and answer are proto3 JSON, recorded in
+/// the gRPC stub format (docs/grpc.md).
+fn is_grpc(e: &ServeEvent) -> bool {
+    e.request
+        .header("content-type")
+        .is_some_and(|ct| ct.starts_with("application/grpc"))
+}
+
 fn request_pattern(spec: &Spec, e: &ServeEvent) -> Value {
     let req = &e.request;
     let mut out = Map::new();
+    if is_grpc(e) {
+        // The method's path, and the request message (for a client stream, the array
+        // of its messages) exactly: proto3 JSON prints each message one way.
+        out.insert("urlPath".into(), json!(req.path()));
+        out.insert("method".into(), json!("POST"));
+        if let Some(h) = captured_headers(spec, req) {
+            out.insert("headers".into(), h);
+        }
+        if !req.body.is_empty() {
+            out.insert(
+                "bodyPatterns".into(),
+                json!([{ "equalToJson": req.body_text() }]),
+            );
+        }
+        return Value::Object(out);
+    }
     // As WireMock 3 records: the exact `url` when there is no query, else `urlPath`
     // and each query parameter with exactly the values it had, in order.
     if req.raw_query().is_none() {
@@ -445,19 +469,8 @@ fn request_pattern(spec: &Spec, e: &ServeEvent) -> Value {
         }
         out.insert("queryParameters".into(), Value::Object(query));
     }
-    let mut headers = Map::new();
-    for (name, ci) in &spec.capture_headers {
-        if let Some(v) = req.header(name) {
-            let mut p = Map::new();
-            p.insert("equalTo".into(), json!(v));
-            if *ci {
-                p.insert("caseInsensitive".into(), json!(true));
-            }
-            headers.insert(name.clone(), Value::Object(p));
-        }
-    }
-    if !headers.is_empty() {
-        out.insert("headers".into(), Value::Object(headers));
+    if let Some(h) = captured_headers(spec, req) {
+        out.insert("headers".into(), h);
     }
     if !req.body.is_empty() {
         let text = req.body_text();
@@ -479,6 +492,22 @@ fn request_pattern(spec: &Spec, e: &ServeEvent) -> Value {
     Value::Object(out)
 }
 
+/// `captureHeaders` the request carried, as `equalTo` patterns.
+fn captured_headers(spec: &Spec, req: &decoy_spec::request::RequestSnapshot) -> Option<Value> {
+    let mut headers = Map::new();
+    for (name, ci) in &spec.capture_headers {
+        if let Some(v) = req.header(name) {
+            let mut p = Map::new();
+            p.insert("equalTo".into(), json!(v));
+            if *ci {
+                p.insert("caseInsensitive".into(), json!(true));
+            }
+            headers.insert(name.clone(), Value::Object(p));
+        }
+    }
+    (!headers.is_empty()).then_some(Value::Object(headers))
+}
+
 /// A body file to write into `__files`: its name and content.
 type BodyFile = (String, Vec<u8>);
 
@@ -489,7 +518,16 @@ fn response_def(spec: &Spec, e: &ServeEvent, stub: &Value, id: &str) -> (Value, 
     out.insert("status".into(), json!(e.status));
     let body = e.response_body();
     let mut file = None;
-    if !body.is_empty() {
+    let grpc_json = if is_grpc(e) {
+        serde_json::from_slice::<Value>(body).ok()
+    } else {
+        None
+    };
+    if let Some(v) = grpc_json {
+        // The answer's messages (an array for a server stream), as the loader reads
+        // them back.
+        out.insert("jsonBody".into(), v);
+    } else if !body.is_empty() {
         let ct = header(e, "content-type")
             .unwrap_or_default()
             .to_ascii_lowercase();

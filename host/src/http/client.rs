@@ -34,6 +34,13 @@ use super::via::{ProxyVia, ViaConnector};
 use decoy_spec::header_case::HeaderCase;
 
 type Pool = Client<CaseConnector<hyper_rustls::HttpsConnector<ViaConnector>>, Full<Bytes>>;
+/// gRPC calls: HTTP/2 only (prior knowledge on `http://`, ALPN `h2` on `https://`),
+/// their request bodies streamed.
+/// (No header-case scanner: HTTP/2 names are lower case, and an h2c connection's
+/// bytes are no HTTP/1 heads.)
+type GrpcPool = Client<hyper_rustls::HttpsConnector<ViaConnector>, GrpcOut>;
+/// A proxied gRPC call's request body: the client's messages as they come.
+pub type GrpcOut = decoy_grpc::proxy::OutBody;
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +80,7 @@ pub struct Answer {
 #[derive(Debug)]
 pub struct Outbound {
     pool: OnceLock<Pool>,
+    grpc_pool: OnceLock<GrpcPool>,
     /// `--proxy-via`: a forward proxy every request goes through.
     via: Option<Arc<ProxyVia>>,
     /// `--allow-proxy-targets` / `--deny-proxy-targets`.
@@ -87,6 +95,24 @@ impl Default for Outbound {
 }
 
 fn build_pool(via: Option<Arc<ProxyVia>>, targets: Arc<ProxyTargets>) -> Pool {
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(CaseConnector {
+            inner: connector(via, targets),
+        })
+}
+
+fn build_grpc_pool(via: Option<Arc<ProxyVia>>, targets: Arc<ProxyTargets>) -> GrpcPool {
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .http2_only(true)
+        .build(connector(via, targets))
+}
+
+fn connector(
+    via: Option<Arc<ProxyVia>>,
+    targets: Arc<ProxyTargets>,
+) -> hyper_rustls::HttpsConnector<ViaConnector> {
     // Resolved addresses are checked where names are resolved. Through `--proxy-via`
     // the only name resolved here is the proxy's own, which the rules are not about:
     // the target's host is then checked as written (see `send`).
@@ -105,20 +131,18 @@ fn build_pool(via: Option<Arc<ProxyVia>>, targets: Arc<ProxyTargets>) -> Pool {
         Ok(b) => b,
         Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
     };
-    let connector = builder
+    builder
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .wrap_connector(tcp);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
-        .build(CaseConnector { inner: connector })
+        .wrap_connector(tcp)
 }
 
 impl Outbound {
     pub fn new(targets: ProxyTargets, via: Option<ProxyVia>) -> Outbound {
         Outbound {
             pool: OnceLock::new(),
+            grpc_pool: OnceLock::new(),
             via: via.map(Arc::new),
             targets: Arc::new(targets),
         }
@@ -183,6 +207,32 @@ impl Outbound {
         };
         match tokio::time::timeout(deadline, exchange).await {
             Ok(r) => r,
+            Err(_) => Err(SendError::TimedOut(deadline)),
+        }
+    }
+
+    /// Opens a gRPC call (an absolute URI, HTTP/2): the answer's head within
+    /// `deadline`, its body streamed to the caller as it comes.
+    pub async fn open_grpc(
+        &self,
+        mut req: Request<GrpcOut>,
+        deadline: Duration,
+    ) -> Result<http::Response<hyper::body::Incoming>, SendError> {
+        if !self.allows(req.uri()) {
+            return Err(SendError::Denied);
+        }
+        if let Some(auth) = self.via.as_ref().and_then(|v| v.auth.clone())
+            && req.uri().scheme_str() != Some("https")
+        {
+            req.headers_mut().insert(header::PROXY_AUTHORIZATION, auth);
+        }
+        let pool = self
+            .grpc_pool
+            .get_or_init(|| build_grpc_pool(self.via.clone(), self.targets.clone()));
+        match tokio::time::timeout(deadline, pool.request(req)).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) if is_prohibited(&e) => Err(SendError::Denied),
+            Ok(Err(e)) => Err(SendError::Failed(error_chain(&e))),
             Err(_) => Err(SendError::TimedOut(deadline)),
         }
     }

@@ -41,7 +41,7 @@ pub struct Upstream {
 }
 
 /// Proxy stubs' view of the outbound client: its deadline and header rules.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ProxyClient {
     outbound: Arc<Outbound>,
     timeout: Duration,
@@ -82,18 +82,11 @@ impl ProxyClient {
         self
     }
 
-    /// Sends `req` to the service `spec` names.
-    pub async fn forward(
-        &self,
-        spec: &ProxySpec,
-        req: &RequestSnapshot,
-    ) -> Result<Upstream, ProxyError> {
-        let target = spec.target(&req.url);
-        let uri: http::Uri = target
-            .parse()
-            .map_err(|e| ProxyError::Failed(format!("{target} is not a valid URL: {e}")))?;
-        let mut headers = HeaderMap::with_capacity(req.headers.len() + spec.add_headers.len());
-        for (name, value) in &req.headers {
+    /// The client's headers that go along to the service `spec` names, with the
+    /// stub's `additionalProxyRequestHeaders` and without its `removeProxyRequestHeaders`.
+    fn headers(&self, spec: &ProxySpec, from: &HeaderMap) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(from.len() + spec.add_headers.len());
+        for (name, value) in from {
             if is_hop_by_hop(name)
                 || (name == header::HOST && !self.preserve_host)
                 || name == header::CONTENT_LENGTH
@@ -106,6 +99,54 @@ impl ProxyClient {
         for (name, value) in &spec.add_headers {
             headers.insert(name.clone(), value.clone());
         }
+        headers
+    }
+
+    /// Opens the gRPC call `path` on the service `spec` names, with the client's
+    /// metadata `from` (the same header rules as any proxied request, plus gRPC's
+    /// `te: trailers`): its answer's head, and its body as it comes.
+    pub async fn open_grpc(
+        &self,
+        spec: &ProxySpec,
+        path: &str,
+        from: &HeaderMap,
+        body: super::client::GrpcOut,
+    ) -> Result<http::Response<hyper::body::Incoming>, ProxyError> {
+        let target = spec.target(path);
+        let uri: http::Uri = target
+            .parse()
+            .map_err(|e| ProxyError::Failed(format!("{target} is not a valid URL: {e}")))?;
+        let mut headers = self.headers(spec, from);
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        let mut out = http::Request::builder()
+            .method(http::Method::POST)
+            .version(http::Version::HTTP_2)
+            .uri(uri)
+            .body(body)
+            .map_err(|e| ProxyError::Failed(e.to_string()))?;
+        *out.headers_mut() = headers;
+        self.outbound
+            .open_grpc(out, self.timeout)
+            .await
+            .map_err(|e| match e {
+                SendError::Denied => ProxyError::Denied,
+                other => ProxyError::Failed(format!(
+                    "Network failure trying to make a proxied gRPC call from decoy to {target}: {other}"
+                )),
+            })
+    }
+
+    /// Sends `req` to the service `spec` names.
+    pub async fn forward(
+        &self,
+        spec: &ProxySpec,
+        req: &RequestSnapshot,
+    ) -> Result<Upstream, ProxyError> {
+        let target = spec.target(&req.url);
+        let uri: http::Uri = target
+            .parse()
+            .map_err(|e| ProxyError::Failed(format!("{target} is not a valid URL: {e}")))?;
+        let headers = self.headers(spec, &req.headers);
         let method = http::Method::from_bytes(req.method.as_bytes())
             .map_err(|_| ProxyError::Failed(format!("{:?} is not an HTTP method", req.method)))?;
         let mut out = http::Request::builder()

@@ -21,6 +21,7 @@ mod filenames;
 mod fixtures;
 mod fuzz_requests;
 mod grpc;
+mod grpc_proxy;
 mod hardening_matching;
 mod hardening_server;
 mod header_case;

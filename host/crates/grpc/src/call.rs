@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use decoy_core::serve::{Arrival, Forwarded, Recorded, Serve};
+use decoy_core::serve::{Arrival, Exchange, Forwarded, Recorded, Serve};
 use decoy_core::webhooks::WebhookSink;
 use decoy_spec::header_case::HeaderCase;
-use decoy_spec::plan::ResponsePlan;
+use decoy_spec::plan::{ProxySpec, ResponsePlan};
 use decoy_spec::request::RequestSnapshot;
 use http::{HeaderMap, HeaderName, HeaderValue, Response};
 use http_body::{Body, Frame};
@@ -41,6 +41,7 @@ use crate::body::{GrpcBody, trailers};
 use crate::builtin::{self, Builtin};
 use crate::catalog::Catalog;
 use crate::json;
+use crate::proxy::{Forward, OutBody};
 use crate::status::{self, Code};
 use crate::wire::{self, Decoder, Encoding, FrameError};
 
@@ -55,6 +56,9 @@ pub struct GrpcServer<W> {
     catalog: ArcSwap<Catalog>,
     serve: Serve<W>,
     max_message: usize,
+    /// The transport's outbound client for proxy stubs (`None`: a proxy stub's call
+    /// ends with UNIMPLEMENTED, saying so).
+    forward: Option<Arc<dyn Forward>>,
 }
 
 /// Where a call came in.
@@ -99,7 +103,14 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
             catalog: ArcSwap::from_pointee(catalog),
             serve,
             max_message: DEFAULT_MAX_MESSAGE,
+            forward: None,
         }
+    }
+
+    /// Proxy stubs' calls go out through `forward`.
+    pub fn with_forward(mut self, forward: Arc<dyn Forward>) -> Self {
+        self.forward = Some(forward);
+        self
     }
 
     /// Request messages larger than `max` bytes end the call with RESOURCE_EXHAUSTED.
@@ -194,7 +205,7 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
     }
 
     /// Unary and server streaming: one request message.
-    async fn single<B>(&self, call: Call, mut reader: Reader<B>) -> Response<GrpcBody>
+    async fn single<B>(self: &Arc<Self>, call: Call, mut reader: Reader<B>) -> Response<GrpcBody>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Display + Send,
@@ -222,14 +233,25 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
             }
             Err(s) => return status_only(&s, &[]),
         }
+        let json = match decode(&call, &msg) {
+            Ok(j) => j,
+            Err(s) => return status_only(&s, &[]),
+        };
+        let mut attempt = self.attempt(&call, json.clone()).await;
+        if let Some(spec) = attempt.ex.take_proxy() {
+            let so_far = SoFar {
+                raw: vec![msg],
+                json: vec![json],
+                bytes: 0,
+                complete: true,
+            };
+            return self.proxy_call(call, reader, so_far, attempt, spec).await;
+        }
         let Recorded {
             plan,
             matched,
             webhooks,
-        } = match self.serve_message(&call, &msg).await {
-            Ok(r) => r,
-            Err(s) => return status_only(&s, &[]),
-        };
+        } = self.finish(&call, attempt);
         let answer = answer_of(&plan, matched, &call.method);
         if let Some(s) = wait(&plan, call.deadline).await {
             return status_only(&s, &[]);
@@ -240,12 +262,18 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
 
     /// Client streaming: the first message a stub answers decides the answer, sent
     /// once the client finished.
-    async fn client_stream<B>(&self, call: Call, mut reader: Reader<B>) -> Response<GrpcBody>
+    async fn client_stream<B>(
+        self: &Arc<Self>,
+        call: Call,
+        mut reader: Reader<B>,
+    ) -> Response<GrpcBody>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Display + Send,
     {
         let mut chosen: Option<Recorded> = None;
+        let mut so_far = SoFar::default();
+        let mut last_miss = None;
         loop {
             let msg = match reader.next().await {
                 Ok(Some(m)) => m,
@@ -255,16 +283,28 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
             if chosen.is_some() {
                 continue;
             }
-            let rec = match self.serve_message(&call, &msg).await {
-                Ok(r) => r,
+            let json = match decode(&call, &msg) {
+                Ok(j) => j,
                 Err(s) => return status_only(&s, &[]),
             };
+            so_far.push(msg, json);
+            let mut attempt = self.attempt_stream(&call, &so_far).await;
+            if let Some(spec) = attempt.ex.take_proxy() {
+                return self.proxy_call(call, reader, so_far, attempt, spec).await;
+            }
             // A message no stub answers waits for the next (the extension's rule).
-            if rec.matched {
-                chosen = Some(rec);
+            if attempt.ex.matched() {
+                chosen = Some(self.finish(&call, attempt));
+                so_far = SoFar::default();
+            } else {
+                last_miss = Some(attempt);
             }
         }
         let Some(Recorded { plan, webhooks, .. }) = chosen else {
+            // The call is journaled once, as not matched, with its last message.
+            if let Some(a) = last_miss {
+                self.finish(&call, a);
+            }
             return status_only(&Status::new(Code::UNIMPLEMENTED, status::NOT_MATCHED), &[]);
         };
         let answer = answer_of(&plan, true, &call.method);
@@ -309,16 +349,40 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
             tx,
         };
         let mut any_matched = false;
+        let mut so_far = SoFar::default();
+        let mut first = true;
         loop {
             let msg = match reader.next().await {
                 Ok(Some(m)) => m,
                 Ok(None) => break,
                 Err(s) => return out.end(&s, &[]).await,
             };
-            let rec = match self.serve_message(&call, &msg).await {
-                Ok(r) => r,
+            let json = match decode(&call, &msg) {
+                Ok(j) => j,
                 Err(s) => return out.end(&s, &[]).await,
             };
+            so_far.push(msg, json);
+            let mut attempt = self.attempt_stream(&call, &so_far).await;
+            if let Some(spec) = attempt.ex.take_proxy() {
+                if first {
+                    return self
+                        .proxy_task(&call, reader, so_far, attempt, spec, out)
+                        .await;
+                }
+                let s = Status::new(
+                    Code::UNIMPLEMENTED,
+                    "a proxy stub must answer a bidirectional call's first message",
+                );
+                self.serve.forwarded(
+                    &mut attempt.ex,
+                    &attempt.snap,
+                    Forwarded::Failed(failed_plan(&s)),
+                );
+                self.finish(&call, attempt);
+                return out.end(&s, &[]).await;
+            }
+            first = false;
+            let rec = self.finish(&call, attempt);
             if !rec.matched {
                 out.head(&call, &[]);
                 continue;
@@ -487,45 +551,429 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
         }
     }
 
-    /// One request message through the serve step: decode, answer, record.
-    async fn serve_message(&self, call: &Call, msg: &[u8]) -> Result<Recorded, Status> {
-        let input = call.method.input();
-        let decoded = json::decode(&input, msg).map_err(|m| Status::new(Code::INTERNAL, m))?;
+    /// A request message (as proto3 JSON) through the serve step's answer: matched,
+    /// planned, not yet recorded.
+    async fn attempt(&self, call: &Call, body: String) -> Attempt {
         let read_at = std::time::Instant::now();
         let mut snap = RequestSnapshot::new("POST", call.path.clone());
         snap.scheme = call.info.scheme;
         snap.client_addr = call.info.peer;
         snap.authority = call.head.uri.authority().map(|a| a.as_str().to_owned());
         snap.header_case = HeaderCase::as_sent();
-        let snap = snap
-            .with_headers(call.head.headers.clone())
-            .with_body(json::to_json(&decoded));
-        let mut ex = self.serve.answer(&snap).await;
-        if ex.take_proxy().is_some() {
-            let mut plan = decoy_spec::plan::text_plan(200, String::new());
-            plan.headers = Arc::from(vec![
-                (
-                    HeaderName::from_static(status::STATUS_NAME),
-                    HeaderValue::from_static("UNIMPLEMENTED"),
-                ),
-                (
-                    HeaderName::from_static(status::STATUS_REASON),
-                    HeaderValue::from_static("decoy does not proxy gRPC calls yet"),
-                ),
-            ]);
-            self.serve
-                .forwarded(&mut ex, &snap, Forwarded::Failed(plan));
+        let snap = snap.with_headers(call.head.headers.clone()).with_body(body);
+        let ex = self.serve.answer(&snap).await;
+        Attempt { ex, snap, read_at }
+    }
+
+    /// A message of a client or bidirectional stream: matched alone first (the
+    /// extension's rule), then, when no stub answers it alone, as the JSON array of
+    /// every message the call sent so far.
+    async fn attempt_stream(&self, call: &Call, so_far: &SoFar) -> Attempt {
+        let last = so_far.json.last().cloned().unwrap_or_default();
+        let alone = self.attempt(call, last).await;
+        if alone.ex.matched() || !so_far.complete {
+            return alone;
         }
-        Ok(self.serve.record(
-            ex,
-            snap,
+        let all = self.attempt(call, so_far.array()).await;
+        if all.ex.matched() { all } else { alone }
+    }
+
+    /// The serve step's record: counters, journal, webhooks.
+    fn finish(&self, call: &Call, a: Attempt) -> Recorded {
+        self.serve.record(
+            a.ex,
+            a.snap,
             Arrival {
-                read_at,
+                read_at: a.read_at,
                 protocol: "HTTP/2.0",
                 local_port: call.info.local_port,
             },
-        ))
+        )
     }
+
+    /// A unary, server-streaming or client-streaming call a proxy stub answers: the
+    /// proxy runs in a task of its own and the answer's head is returned once known.
+    async fn proxy_call<B>(
+        self: &Arc<Self>,
+        call: Call,
+        reader: Reader<B>,
+        so_far: SoFar,
+        attempt: Attempt,
+        spec: Arc<ProxySpec>,
+    ) -> Response<GrpcBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let (head_tx, head_rx) = tokio::sync::oneshot::channel();
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
+        let out = Stream {
+            head: Some((head_tx, rx)),
+            tx,
+        };
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.proxy_task(&call, reader, so_far, attempt, spec, out)
+                .await
+        });
+        head_rx.await.unwrap_or_else(|_| {
+            status_only(
+                &Status::new(Code::INTERNAL, "the call ended unanswered"),
+                &[],
+            )
+        })
+    }
+
+    /// Sends the call to the real server: the messages so far, then the rest as the
+    /// client sends them; its answer goes to the client as it comes. Once it ends,
+    /// the call is recorded once, with the whole exchange in the stub format.
+    async fn proxy_task<B>(
+        &self,
+        call: &Call,
+        mut reader: Reader<B>,
+        so_far: SoFar,
+        mut attempt: Attempt,
+        spec: Arc<ProxySpec>,
+        mut out: Stream,
+    ) where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let fail = |me: &Self, mut attempt: Attempt, s: &Status| {
+            me.serve.forwarded(
+                &mut attempt.ex,
+                &attempt.snap,
+                Forwarded::Failed(failed_plan(s)),
+            );
+            me.finish(call, attempt);
+        };
+        let Some(forward) = self.forward.clone() else {
+            let s = Status::new(
+                Code::UNIMPLEMENTED,
+                "this server was started without an outbound client: gRPC calls are not proxied",
+            );
+            fail(self, attempt, &s);
+            return out.end(&s, &[]).await;
+        };
+        if !so_far.complete {
+            let s = Status::new(
+                Code::RESOURCE_EXHAUSTED,
+                "a proxy stub answered a stream after more messages than decoy keeps",
+            );
+            fail(self, attempt, &s);
+            return out.end(&s, &[]).await;
+        }
+        if let Some(s) = wait(&attempt.ex.plan, call.deadline).await {
+            fail(self, attempt, &s);
+            return out.end(&s, &[]).await;
+        }
+        // The request side: the messages so far, then the client's as they come, each
+        // also kept as JSON for the record.
+        let (up_tx, up_rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+        let requests = Arc::new(std::sync::Mutex::new(so_far.json));
+        let input = call.method.input();
+        let kept = requests.clone();
+        let pump = tokio::spawn(async move {
+            for m in so_far.raw {
+                if up_tx
+                    .send(Ok(wire::frame(&m, Encoding::Identity)))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            loop {
+                match reader.next().await {
+                    Ok(Some(m)) => {
+                        let json = match json::decode(&input, &m) {
+                            Ok(d) => json::to_json(&d),
+                            Err(e) => format!("{{\"@undecodable\": {:?}}}", e),
+                        };
+                        kept.lock().unwrap_or_else(|e| e.into_inner()).push(json);
+                        if up_tx
+                            .send(Ok(wire::frame(&m, Encoding::Identity)))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(s) => {
+                        let _ = up_tx.send(Err(std::io::Error::other(s.message))).await;
+                        return;
+                    }
+                }
+            }
+        });
+        let opened = forward
+            .open(&spec, &call.path, &call.head.headers, OutBody::new(up_rx))
+            .await;
+        let upstream = match opened {
+            Ok(r) => r,
+            Err(why) => {
+                pump.abort();
+                tracing::warn!("{why}");
+                let s = Status::new(Code::UNAVAILABLE, why);
+                fail(self, attempt, &s);
+                return out.end(&s, &[]).await;
+            }
+        };
+        let (parts, mut body) = upstream.into_parts();
+        let head_meta = upstream_metadata(&parts.headers);
+        let mut answers: Vec<String> = Vec::new();
+        let mut trailer_meta: Meta = Vec::new();
+        let end = if parts.status != http::StatusCode::OK {
+            let (code, _) = status::from_http(parts.status.as_u16()).unwrap_or((Code::UNKNOWN, ""));
+            Status::new(
+                code,
+                format!("the real server answered HTTP {}", parts.status.as_u16()),
+            )
+        } else if let Some(code) = parts.headers.get("grpc-status") {
+            // Trailers-only: the status is in the head.
+            status_in(code, parts.headers.get("grpc-message"))
+        } else {
+            out.head(call, &head_meta);
+            let output = call.method.output();
+            let encoding = Encoding::from_header(parts.headers.get("grpc-encoding"));
+            let mut decoder = Decoder::new(
+                self.max_message.max(UPSTREAM_MAX_MESSAGE),
+                encoding.unwrap_or(Encoding::Identity),
+            );
+            loop {
+                let frame = match std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+                    None => {
+                        break Status::new(Code::INTERNAL, "the real server sent no status");
+                    }
+                    Some(Err(e)) => {
+                        break Status::new(
+                            Code::UNAVAILABLE,
+                            format!("the real server's answer broke off: {e}"),
+                        );
+                    }
+                    Some(Ok(f)) => f,
+                };
+                let frame = match frame.into_data() {
+                    Ok(data) => {
+                        decoder.push(&data);
+                        let mut gone = false;
+                        let mut bad = None;
+                        loop {
+                            match decoder.next_message() {
+                                Ok(Some(m)) => {
+                                    answers.push(match json::decode(&output, &m) {
+                                        Ok(d) => json::to_json(&d),
+                                        Err(e) => {
+                                            tracing::warn!(
+                                                "a proxied answer to {} does not decode: {e}",
+                                                call.path
+                                            );
+                                            format!("{{\"@undecodable\": {e:?}}}")
+                                        }
+                                    });
+                                    let f = Frame::data(wire::frame(&m, call.answer_encoding));
+                                    if out.tx.send(Ok(f)).await.is_err() {
+                                        gone = true;
+                                        break;
+                                    }
+                                }
+                                Ok(None) => break,
+                                Err(e) => {
+                                    bad = Some(e);
+                                    break;
+                                }
+                            }
+                        }
+                        if gone {
+                            break Status::new(Code::CANCELLED, "the client went away");
+                        }
+                        if let Some(e) = bad {
+                            break Status::new(
+                                Code::INTERNAL,
+                                format!("the real server's answer is not gRPC: {e}"),
+                            );
+                        }
+                        continue;
+                    }
+                    Err(f) => f,
+                };
+                if let Ok(t) = frame.into_trailers() {
+                    trailer_meta = upstream_metadata(&t);
+                    break match t.get("grpc-status") {
+                        Some(code) => status_in(code, t.get("grpc-message")),
+                        None => Status::new(Code::INTERNAL, "the real server sent no status"),
+                    };
+                }
+            }
+        };
+        if !pump.is_finished() {
+            pump.abort();
+        }
+        let client_meta = if out.head.is_some() {
+            // Trailers-only: the head's metadata goes with the status.
+            let mut m = head_meta.clone();
+            m.extend(trailer_meta.iter().cloned());
+            m
+        } else {
+            trailer_meta.clone()
+        };
+        out.end(&end, &client_meta).await;
+
+        // The record, in the stub format.
+        let requests = std::mem::take(&mut *requests.lock().unwrap_or_else(|e| e.into_inner()));
+        let request_body = if call.method.is_client_streaming() {
+            format!("[{}]", requests.join(","))
+        } else {
+            requests.into_iter().next().unwrap_or_default()
+        };
+        let answer_body = if call.method.is_server_streaming() {
+            format!("[{}]", answers.join(","))
+        } else {
+            answers.into_iter().next().unwrap_or_default()
+        };
+        let mut headers = head_meta;
+        for (k, v) in &trailer_meta {
+            if let Ok(name) = HeaderName::from_bytes(format!("grpc-trailer-{k}").as_bytes()) {
+                headers.push((name, v.clone()));
+            }
+        }
+        headers.extend(status_headers(&end));
+        self.serve.forwarded(
+            &mut attempt.ex,
+            &attempt.snap,
+            Forwarded::Answer {
+                status: 200,
+                headers,
+                body: Bytes::from(answer_body),
+                header_case: None,
+            },
+        );
+        attempt.snap = attempt.snap.with_body(request_body);
+        self.finish(call, attempt);
+    }
+}
+
+/// The largest message read from a real server: at least this (a response is often
+/// larger than the requests a server accepts).
+const UPSTREAM_MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// A stream's messages kept for matching on all of them: at most this many, and
+/// this many bytes of JSON; past either, messages are matched alone.
+const SO_FAR_MESSAGES: usize = 1000;
+const SO_FAR_BYTES: usize = 4 * 1024 * 1024;
+
+/// A stream's messages so far: as received (for a proxy stub, which sends them all)
+/// and as proto3 JSON (for matching on all of them).
+#[derive(Debug)]
+struct SoFar {
+    raw: Vec<Bytes>,
+    json: Vec<String>,
+    bytes: usize,
+    /// Every message is kept (none dropped past the limits).
+    complete: bool,
+}
+
+impl Default for SoFar {
+    fn default() -> Self {
+        SoFar {
+            raw: Vec::new(),
+            json: Vec::new(),
+            bytes: 0,
+            complete: true,
+        }
+    }
+}
+
+impl SoFar {
+    fn push(&mut self, raw: Bytes, json: String) {
+        self.bytes += raw.len() + json.len();
+        if !self.complete || self.json.len() >= SO_FAR_MESSAGES || self.bytes > SO_FAR_BYTES {
+            // Past the limits only the last message is kept.
+            self.complete = false;
+            self.raw.clear();
+            self.json.clear();
+        }
+        self.raw.push(raw);
+        self.json.push(json);
+    }
+
+    /// The messages so far as one JSON array.
+    fn array(&self) -> String {
+        let mut s = String::with_capacity(self.json.iter().map(|j| j.len() + 1).sum::<usize>() + 2);
+        s.push('[');
+        for (i, j) in self.json.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(j);
+        }
+        s.push(']');
+        s
+    }
+}
+
+/// A request through the serve step's answer, not yet recorded.
+struct Attempt {
+    ex: Exchange,
+    snap: RequestSnapshot,
+    read_at: std::time::Instant,
+}
+
+/// A request message as proto3 JSON.
+fn decode(call: &Call, msg: &[u8]) -> Result<String, Status> {
+    json::decode(&call.method.input(), msg)
+        .map(|d| json::to_json(&d))
+        .map_err(|m| Status::new(Code::INTERNAL, m))
+}
+
+/// A status as the extension's stub headers say it (none for OK).
+fn status_headers(s: &Status) -> Vec<(HeaderName, HeaderValue)> {
+    if s.code == Code::OK {
+        return Vec::new();
+    }
+    let mut h = vec![(
+        HeaderName::from_static(status::STATUS_NAME),
+        HeaderValue::from_static(s.code.name()),
+    )];
+    if !s.message.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&s.message)
+    {
+        h.push((HeaderName::from_static(status::STATUS_REASON), v));
+    }
+    h
+}
+
+/// The plan a proxied call that got no answer is recorded with.
+fn failed_plan(s: &Status) -> ResponsePlan {
+    let mut plan = decoy_spec::plan::text_plan(200, String::new());
+    plan.headers = Arc::from(status_headers(s));
+    plan
+}
+
+/// A `grpc-status` and `grpc-message` as a real server sent them.
+fn status_in(code: &HeaderValue, message: Option<&HeaderValue>) -> Status {
+    let code = std::str::from_utf8(code.as_bytes())
+        .ok()
+        .and_then(|c| c.trim().parse::<u8>().ok())
+        .filter(|c| (*c as usize) < status::NAMES.len())
+        .map_or(Code::UNKNOWN, Code);
+    Status::new(
+        code,
+        message
+            .map(|m| status::decode_message(m.as_bytes()))
+            .unwrap_or_default(),
+    )
+}
+
+/// A real server's metadata: its headers less HTTP's, gRPC's own and `date`.
+fn upstream_metadata(h: &HeaderMap) -> Meta {
+    h.iter()
+        .filter(|(k, _)| {
+            !is_reserved(k) && *k != http::header::DATE && !k.as_str().starts_with("grpc-")
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// A bidirectional call's answer: its head until sent, then its frames.

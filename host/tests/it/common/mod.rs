@@ -5,6 +5,8 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+pub mod grpc_echo;
+
 use bytes::Bytes;
 use decoy::server::{Running, ServeOptions, start};
 use http_body_util::{BodyExt, Full};
