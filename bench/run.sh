@@ -18,7 +18,7 @@ if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; th
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
 rustup target add wasm32-wasip2
-cargo build --release -p decoy --bins --features bench --example mq-load --example mqtt-load --example mq1-load --example plugin-calls --example fixed-rate
+cargo build --release -p decoy --bins --features bench --example mq-load --example mqtt-load --example mq1-load --example plugin-calls --example fixed-rate --example grpc-load
 # A trivial Rust plugin for the per-call and start-up figures (the test plugin's noop mode).
 (cd tests/plugins/hostile && cargo build --quiet --release --target wasm32-wasip2 --target-dir ../../../target/test-plugins)
 mkdir -p bench/out/plugins
@@ -41,6 +41,9 @@ else
   echo "Mosquitto is not running on 127.0.0.1:1883: skipping the MQTT scenarios"
   rm -f bench/out/mqtt.json
 fi
+
+# gRPC: decoy beside a plain tonic server answering the same messages (no broker needed).
+python3 bench/grpc.py "${GRPC_SECONDS:-10}"
 
 # The journal's and metrics' cost is measured against the last build without them.
 baseline_rev=1080b70
