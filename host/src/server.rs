@@ -390,6 +390,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         plugins,
         Some(Arc::new(webhooks.clone())),
     )?;
+    // `message` listeners publish on the MQ side's connections.
+    webhooks.set_publisher(mq.publisher());
     let journal = Arc::new(Journal::with_limits(decoy_core::journal::JournalLimits {
         max_entries: opts.journal_entries,
         max_bytes: opts.journal_max_bytes,
@@ -601,4 +603,31 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         _watcher: watcher,
         mq,
     })
+}
+
+/// An HTTP stub's serve-event listeners with the file and stub they belong to, for
+/// [`decoy_mq::check_listeners`].
+pub fn listeners_of(
+    m: &Arc<decoy_core::mapping::Mapping>,
+) -> Option<(
+    std::path::PathBuf,
+    Option<decoy_core::mapping::load::StubRef>,
+    &decoy_core::webhooks::Webhooks,
+)> {
+    let hooks = m.webhooks.as_ref()?;
+    let (file, stub) = match &m.source {
+        Some(src) => (
+            src.file.clone(),
+            decoy_core::mapping::load::StubRef::of(m, src),
+        ),
+        None => (
+            std::path::PathBuf::new(),
+            decoy_core::mapping::load::StubRef {
+                index: 0,
+                id: Some(m.id.to_string()),
+                name: m.name.as_deref().map(str::to_owned),
+            },
+        ),
+    };
+    Some((file, Some(stub), hooks))
 }

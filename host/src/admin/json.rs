@@ -224,9 +224,29 @@ pub fn serve_event(e: &ServeEvent) -> Value {
         "response": response,
         "wasMatched": true,
         "timing": timing,
-        "subEvents": [],
+        "subEvents": sub_events(e),
         "stubMapping": stub,
     })
+}
+
+/// What the stub's listeners did after the answer (messages published or not), as
+/// WireMock's sub-events.
+fn sub_events(e: &ServeEvent) -> Value {
+    let Some(s) = &e.sub_events else {
+        return json!([]);
+    };
+    Value::Array(
+        s.list()
+            .into_iter()
+            .map(|ev| {
+                json!({
+                    "type": ev.kind,
+                    "timeOffsetNanos": ev.offset.as_nanos() as u64,
+                    "data": ev.data,
+                })
+            })
+            .collect(),
+    )
 }
 
 /// WireMock's error document for a rejected mapping.

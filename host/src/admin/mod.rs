@@ -13,6 +13,7 @@
 //! names and ids as they are.
 
 pub mod auth;
+mod channels;
 mod cross_site;
 pub mod dashboard;
 mod files;
@@ -271,6 +272,7 @@ impl Admin {
             Some((&"files", rest)) => self.files_route(req, rest),
             Some((&"recordings", rest)) => self.recordings_route(req, rest),
             Some((&"dashboard", rest)) => self.dashboard_route(req, rest),
+            Some((&"channels", rest)) => self.channels_route(req, rest),
             _ => self.system_route(req, &segments),
         };
         if let Some(e) = decoy_core::shared::take_failure() {
@@ -334,6 +336,12 @@ impl Admin {
                     let (p, w) = mq.problems();
                     problems.extend(p);
                     warnings.extend(w);
+                    // HTTP stubs' `message` listeners naming no connection.
+                    let set = self.engine().mappings();
+                    problems.extend(decoy_mq::check_listeners(
+                        &mq.publisher().connections(),
+                        set.iter().filter_map(crate::server::listeners_of),
+                    ));
                 }
                 if let Some(grpc) = &self.grpc {
                     let (p, w) =

@@ -56,6 +56,26 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             mq.warnings.len()
         ));
     }
+    // `message` listeners of HTTP stubs and MQ mappings naming no connection.
+    let connections: Vec<String> = mq.connections.iter().map(|c| c.id.clone()).collect();
+    let listener_problems = decoy_mq::check_listeners(
+        &connections,
+        report
+            .mappings
+            .iter()
+            .filter_map(decoy::server::listeners_of)
+            .chain(mq.mappings.iter().filter_map(|m| {
+                let stub = decoy_core::mapping::load::StubRef {
+                    index: m.index,
+                    id: Some(m.id.to_string()),
+                    name: m.name.as_deref().map(str::to_owned),
+                };
+                m.webhooks.as_ref().map(|w| (m.file.clone(), Some(stub), w))
+            })),
+    );
+    for p in &listener_problems {
+        super::say::out(format_args!("error: {p}"));
+    }
     // gRPC: the descriptors under grpc/, and the stubs on gRPC paths against them.
     let grpc = decoy_grpc::Catalog::load(&args.root_dir);
     let (stub_problems, grpc_warnings) =
@@ -88,6 +108,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let failed = nothing
         || report.rejected > 0
         || !mq.problems.is_empty()
+        || !listener_problems.is_empty()
         || !grpc_problems.is_empty()
         || (args.strict && !(report.warnings.is_empty() && mq.warnings.is_empty()));
     Ok(if failed {

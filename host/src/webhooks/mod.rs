@@ -43,6 +43,7 @@ use tokio::sync::Semaphore;
 
 use crate::http::client::{Outbound, SendError};
 use decoy_core::metrics::Metrics;
+use decoy_core::publish::{MessagePublisher, OutgoingMessage, PublishError, SubEvents};
 use decoy_core::webhooks::{Fired, WebhookCall, WebhookSink, check_url};
 use decoy_plugin_host::{PluginRequest, wit};
 use throttle::{Kind, Throttle};
@@ -128,6 +129,9 @@ struct Inner {
     /// The runtime the sender was made on (`decoy serve`'s shared one), where
     /// webhooks are rendered and sent: never on the threads serving the stub ports.
     runtime: Option<tokio::runtime::Handle>,
+    /// Where `message` listeners publish: the MQ side's connections, set once they
+    /// are read (`None` until then: such a message fails, counted).
+    publisher: std::sync::OnceLock<Arc<dyn MessagePublisher>>,
 }
 
 /// What is waiting, in all and by target.
@@ -209,8 +213,15 @@ impl WebhookSender {
                 metrics,
                 log: Arc::default(),
                 runtime: tokio::runtime::Handle::try_current().ok(),
+                publisher: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Where `message` listeners publish from now on (set once; later calls are
+    /// ignored).
+    pub fn set_publisher(&self, publisher: Arc<dyn MessagePublisher>) {
+        let _ = self.inner.publisher.set(publisher);
     }
 }
 
@@ -374,6 +385,7 @@ impl Inner {
             mapping,
             request,
             after,
+            journal,
         } = fired;
         if let Some(after) = after {
             after.await;
@@ -391,13 +403,63 @@ impl Inner {
                 Ok(c) => c,
                 Err(reason) => {
                     self.leave(&mut held);
-                    counters.invalid.fetch_add(1, Ordering::Relaxed);
-                    self.log.warn(Kind::Invalid, 1, || {
-                        format!("webhook {} of {mapping} not sent: {reason}", hook.at)
-                    });
+                    if let Some(target) = &hook.message {
+                        self.metrics
+                            .messages
+                            .invalid
+                            .fetch_add(1, Ordering::Relaxed);
+                        not_published(journal.as_deref(), target, &reason);
+                        self.log.warn(Kind::NotPublished, 1, || {
+                            format!(
+                                "message {} of {mapping} to {target} not published: {reason}",
+                                hook.at
+                            )
+                        });
+                    } else {
+                        counters.invalid.fetch_add(1, Ordering::Relaxed);
+                        self.log.warn(Kind::Invalid, 1, || {
+                            format!("webhook {} of {mapping} not sent: {reason}", hook.at)
+                        });
+                    }
                     continue;
                 }
             };
+            if let Some(target) = call.message.clone() {
+                let what = || format!("message {} of {mapping} to {target}", hook.at);
+                let bytes = call_bytes(&call);
+                let one =
+                    match self.hand_over(&mut held, bytes, format!("mq:{}", target.connection)) {
+                        Ok(one) => one,
+                        Err(full) => {
+                            self.metrics
+                                .messages
+                                .dropped
+                                .fetch_add(1, Ordering::Relaxed);
+                            not_published(journal.as_deref(), &target, "dropped: too many waiting");
+                            self.dropped(full, 1, what);
+                            continue;
+                        }
+                    };
+                let mut properties = call.headers;
+                // Carried as webhooks carry it, so a stub whose message reaches
+                // itself (an MQ stub publishing to its own queue) stops after a few.
+                properties.retain(|(k, _)| !k.eq_ignore_ascii_case(HOPS_HEADER));
+                properties.push((HOPS_HEADER.to_owned(), (hops + 1).to_string()));
+                let message = OutgoingMessage {
+                    target: target.clone(),
+                    body: call.body.unwrap_or_default(),
+                    properties,
+                };
+                let delay = hook.delay.as_ref().map(|d| d.sample());
+                tokio::spawn(self.clone().publish_message(
+                    one,
+                    delay,
+                    message,
+                    what(),
+                    journal.clone(),
+                ));
+                continue;
+            }
             let what = || format!("webhook {} {} of {mapping}", call.method, call.url);
             let outgoing = match to_request(&call, hops + 1) {
                 Ok(r) => r,
@@ -473,6 +535,70 @@ impl Inner {
         // `held` goes last: the webhook waits until it is answered or given up.
     }
 
+    /// One rendered message: its delay, its connection's slot and a shared one, its
+    /// publishing (bounded by the webhooks' timeout), its outcome.
+    async fn publish_message(
+        self: Arc<Self>,
+        held: Held,
+        delay: Option<Duration>,
+        message: OutgoingMessage,
+        what: String,
+        journal: Option<Arc<SubEvents>>,
+    ) {
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        let Some(lane) = held.target.as_ref().map(|(_, slots)| slots.clone()) else {
+            return;
+        };
+        let Ok(_target_slot) = lane.acquire().await else {
+            return;
+        };
+        let Ok(_slot) = self.slots.acquire().await else {
+            return;
+        };
+        let target = message.target.clone();
+        let size = message.body.len();
+        let outcome = match self.publisher.get() {
+            None => Err(PublishError::UnknownConnection(target.connection.clone())),
+            Some(p) => match tokio::time::timeout(self.limits.timeout, p.publish(message)).await {
+                Ok(r) => r,
+                Err(_) => Err(PublishError::Broker(format!(
+                    "the broker did not take it within {} s",
+                    self.limits.timeout.as_secs()
+                ))),
+            },
+        };
+        let counters = &self.metrics.messages;
+        match outcome {
+            Ok(()) => {
+                counters.published.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("{what} published");
+                if let Some(j) = &journal {
+                    j.push(
+                        "MESSAGE_PUBLISHED",
+                        serde_json::json!({
+                            "connection": target.connection,
+                            "destination": target.destination,
+                            "topic": target.topic,
+                            "bodySize": size,
+                        }),
+                    );
+                }
+            }
+            Err(e) => {
+                counters.failed.fetch_add(1, Ordering::Relaxed);
+                let reason = e.to_string();
+                not_published(journal.as_deref(), &target, &reason);
+                self.log.warn(Kind::NotPublished, 1, || {
+                    format!("{what} not published: {reason}")
+                });
+            }
+        }
+        // `held` goes last: the message waits until the broker took it or it failed.
+        drop(held);
+    }
+
     /// Counts and logs (throttled) a webhook whose target the rules refuse.
     fn denied(&self, what: impl FnOnce() -> String) {
         self.metrics.webhooks.denied.fetch_add(1, Ordering::Relaxed);
@@ -482,6 +608,25 @@ impl Inner {
                 what()
             )
         });
+    }
+}
+
+/// Notes in the journal entry that a message was not published, and why.
+fn not_published(
+    journal: Option<&SubEvents>,
+    target: &decoy_core::publish::MessageTarget,
+    reason: &str,
+) {
+    if let Some(j) = journal {
+        j.push(
+            "MESSAGE_NOT_PUBLISHED",
+            serde_json::json!({
+                "connection": target.connection,
+                "destination": target.destination,
+                "topic": target.topic,
+                "reason": reason,
+            }),
+        );
     }
 }
 
@@ -632,6 +777,7 @@ mod tests {
                 ("X-Other".into(), "1".into()),
             ],
             body: Some(Bytes::from_static(b"hi")),
+            message: None,
         };
         let req = to_request(&call, 3).unwrap();
         let hops: Vec<_> = req.headers().get_all(HOPS_HEADER).iter().collect();

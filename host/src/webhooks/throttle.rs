@@ -32,9 +32,11 @@ pub enum Kind {
     Failed,
     /// Never a valid request (its definition or its rendering).
     Invalid,
+    /// A `message` listener's message the broker did not take.
+    NotPublished,
 }
 
-const KINDS: usize = 7;
+const KINDS: usize = 8;
 
 impl Kind {
     fn index(self) -> usize {
@@ -51,6 +53,7 @@ impl Kind {
             Kind::Looped => "refused (webhook loop)",
             Kind::Failed => "failed",
             Kind::Invalid => "invalid",
+            Kind::NotPublished => "messages not published",
         }
     }
 }
@@ -63,6 +66,7 @@ const ALL: [Kind; KINDS] = [
     Kind::Looped,
     Kind::Failed,
     Kind::Invalid,
+    Kind::NotPublished,
 ];
 
 #[derive(Debug, Default)]

@@ -17,6 +17,7 @@ mod amqp_connections;
 mod amqp_restart;
 mod cli;
 mod dashboard;
+mod emitted_messages;
 mod filenames;
 mod fixtures;
 mod fuzz_requests;

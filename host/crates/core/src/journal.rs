@@ -110,6 +110,9 @@ pub struct ServeEvent {
     pub request_body_size: Option<usize>,
     /// Set by the journal when it kept the answer's body truncated: its full size.
     pub response_body_size: Option<usize>,
+    /// What the mapping's serve-event listeners did after the answer (messages
+    /// published or not), appended to as it happens.
+    pub sub_events: Option<Arc<crate::publish::SubEvents>>,
 }
 
 impl ServeEvent {
@@ -544,6 +547,7 @@ mod tests {
             process_time: Duration::ZERO,
             request_body_size: None,
             response_body_size: None,
+            sub_events: None,
         }
     }
 

@@ -27,7 +27,12 @@
 //!   (custom matchers, the transformer chain and its failure rule).
 //! - [`webhooks`]: WireMock's `webhook` serve-event listener: definitions, rendering
 //!   through `response-template`, and the [`WebhookSink`](webhooks::WebhookSink) the
-//!   transports hand served requests to.
+//!   transports hand served requests to; also decoy's `message` listener, which
+//!   publishes a message on an MQ connection once the answer is out.
+//! - [`publish`]: the [`MessagePublisher`](publish::MessagePublisher) seam `decoy-mq`
+//!   implements, so `message` listeners and the admin API publish without this crate
+//!   naming a broker, and the sub-events a served request's listeners leave in the
+//!   journal.
 //!
 //! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`. Must not
 //! depend on: transports, the admin API, the binary; and names none of them: a
@@ -42,6 +47,7 @@ pub mod mapping;
 pub mod metrics;
 pub mod paths;
 pub mod plugins;
+pub mod publish;
 pub mod serve;
 pub mod shared;
 pub mod store;

@@ -260,6 +260,42 @@ impl WebhookMetrics {
     }
 }
 
+/// What became of the messages stubs publish (`message` listeners) and the admin
+/// API's `channels/send`.
+#[derive(Debug, Default)]
+pub struct MessageMetrics {
+    /// The broker took it (confirmed, where the protocol confirms).
+    pub published: AtomicU64,
+    /// Not published: the broker refused it, could not be reached in time, or the
+    /// connection is not configured (any more).
+    pub failed: AtomicU64,
+    /// Not published: its rendering failed (a template).
+    pub invalid: AtomicU64,
+    /// Not published: a limit on waiting listeners was reached.
+    pub dropped: AtomicU64,
+}
+
+impl MessageMetrics {
+    fn render(&self, out: &mut String) {
+        out.push_str(
+            "# HELP decoy_published_messages_total Messages published by stubs' message listeners and the admin API, by outcome.\n",
+        );
+        out.push_str("# TYPE decoy_published_messages_total counter\n");
+        for (outcome, n) in [
+            ("published", &self.published),
+            ("failed", &self.failed),
+            ("invalid", &self.invalid),
+            ("dropped", &self.dropped),
+        ] {
+            let _ = writeln!(
+                out,
+                "decoy_published_messages_total{{outcome=\"{outcome}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+    }
+}
+
 /// Every transport's counters, the webhooks' outcomes, and what transports add.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -268,6 +304,7 @@ pub struct Metrics {
     /// request: a transport keeps its own `Arc`.
     transports: Mutex<Vec<(&'static str, Arc<TransportMetrics>)>>,
     pub webhooks: WebhookMetrics,
+    pub messages: MessageMetrics,
     /// Counters of mappings served outside the engine, by the transport (or family
     /// of transports) that serves them; replaced on each of its reloads.
     mappings: Mutex<Vec<(&'static str, MappingStatsList)>>,
@@ -368,6 +405,7 @@ impl Metrics {
             );
         }
         self.webhooks.render(&mut out);
+        self.messages.render(&mut out);
         out
     }
 }

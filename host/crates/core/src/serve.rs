@@ -86,6 +86,7 @@ impl<W: WebhookSink> Outcomes<W> {
             mapping: label(),
             request: request(),
             after: None,
+            journal: None,
         })
     }
 
@@ -324,7 +325,7 @@ impl<W: WebhookSink, R: Recording> Serve<W, R> {
         } = ex;
         // The request as the webhooks' templates see it, taken before the journal
         // keeps it.
-        let webhooks = mapping.as_ref().and_then(|m| {
+        let mut webhooks = mapping.as_ref().and_then(|m| {
             self.outcomes.webhooks(
                 m.webhooks.as_ref(),
                 &m.id,
@@ -336,6 +337,15 @@ impl<W: WebhookSink, R: Recording> Serve<W, R> {
         let now = SystemTime::now();
         self.outcomes.answered(stats.as_deref(), process_time, now);
         let matched = mapping.is_some();
+        // What the listeners do after the answer shows in the entry (`subEvents`).
+        let sub_events = match &mut webhooks {
+            Some(fired) if self.journal.enabled() => {
+                let s = Arc::new(crate::publish::SubEvents::default());
+                fired.journal = Some(s.clone());
+                Some(s)
+            }
+            _ => None,
+        };
         if self.journal.enabled() {
             self.journal.record(ServeEvent {
                 id: self.journal.next_id(),
@@ -353,6 +363,7 @@ impl<W: WebhookSink, R: Recording> Serve<W, R> {
                 process_time,
                 request_body_size: None,
                 response_body_size: None,
+                sub_events,
             });
         }
         Recorded {

@@ -25,12 +25,18 @@ use std::sync::{Arc, OnceLock};
 use base64::Engine as _;
 use bytes::Bytes;
 use decoy_plugin_host::{Plugin, PluginRequest, Plugins, wit};
-use decoy_spec::fields::{FieldError, Fields, index, join, kind};
+use decoy_spec::fields::{FieldError, Fields, index, join, kind, show};
 use decoy_spec::plan::DelayDistribution;
 use serde_json::{Map, Value};
 
+use crate::publish::{MessageTarget, SubEvents};
+
 /// The listener's name, as WireMock 3 registers it.
 pub const NAME: &str = "webhook";
+
+/// decoy's listener that publishes a message on an MQ connection
+/// ([`crate::publish`]).
+pub const MESSAGE: &str = "message";
 
 /// The templating plugin webhooks are rendered with.
 const TEMPLATER: &str = "response-template";
@@ -47,6 +53,9 @@ pub struct Webhook {
     pub delay: Option<DelayDistribution>,
     /// Why it can never be sent, when that is known from the definition alone.
     pub broken: Option<String>,
+    /// A `message` listener: where it publishes (its `headers` are the message's
+    /// properties, its body the message's).
+    pub message: Option<MessageTarget>,
     /// The listener's `parameters` as JSON, the model's `parameters`.
     parameters: Arc<str>,
     /// `response-template`, when some field is a template.
@@ -68,8 +77,12 @@ pub struct WebhookCall {
     pub method: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
-    /// Sent only with `POST`, `PUT` and `PATCH`, as WireMock does.
+    /// Sent only with `POST`, `PUT` and `PATCH`, as WireMock does (always for a
+    /// message).
     pub body: Option<Bytes>,
+    /// A message to publish there, rather than an HTTP request (`headers` are its
+    /// properties).
+    pub message: Option<MessageTarget>,
 }
 
 /// The webhooks of one mapping (a thin pointer: every mapping carries the field).
@@ -86,6 +99,8 @@ pub struct Fired {
     /// Resolves when the answer is out (the HTTP response written); the webhooks wait
     /// for it. `None`: already out.
     pub after: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// Where the journal entry of the request keeps what became of its listeners.
+    pub journal: Option<Arc<SubEvents>>,
 }
 
 impl fmt::Debug for Fired {
@@ -170,7 +185,7 @@ fn not_installed(at: &str, name: &str) -> FieldError {
     FieldError::new(
         at,
         format!(
-            "no listener named {name:?}: decoy has WireMock 3's {NAME:?} only; ignored, as WireMock ignores a listener that is not installed"
+            "no listener named {name:?}: decoy has WireMock 3's {NAME:?} and its own {MESSAGE:?}; ignored, as WireMock ignores a listener that is not installed"
         ),
     )
 }
@@ -210,6 +225,10 @@ fn parse_listener(
         Some(Value::String(n)) if n == NAME => {
             let params = o.field("parameters").unwrap_or(&Value::Null);
             webhook_from(params, &join(at, "parameters"), plugins, warnings).map(Some)
+        }
+        Some(Value::String(n)) if n == MESSAGE => {
+            let params = o.field("parameters").unwrap_or(&Value::Null);
+            message_from(params, &join(at, "parameters"), plugins, warnings).map(Some)
         }
         Some(Value::String(n)) => {
             warnings.push(not_installed(&join(at, "name"), n));
@@ -403,6 +422,219 @@ fn webhook_from(
         body,
         delay,
         broken,
+        message: None,
+        parameters: Arc::from(Value::Object(p.clone()).to_string()),
+        templater,
+        context: OnceLock::new(),
+    })
+}
+
+/// The fields of a `message` listener's parameters.
+const MESSAGE_FIELDS: [&str; 9] = [
+    "connection",
+    "queue",
+    "topic",
+    "subject",
+    "body",
+    "jsonBody",
+    "base64Body",
+    "properties",
+    "delay",
+];
+
+/// A `message` listener from its parameters at `at`:
+/// `{"connection": "rabbit", "queue" | "topic" | "subject": "name", "body" | "jsonBody"
+/// | "base64Body": ..., "properties": {...}, "delay": {...}}`. Where it goes is checked
+/// now (an error names the field); whether the connection exists is checked against
+/// `mq-connections.json` by the binary, which knows both.
+fn message_from(
+    params: &Value,
+    at: &str,
+    plugins: Option<&Plugins>,
+    warnings: &mut Vec<FieldError>,
+) -> Result<Webhook, FieldError> {
+    let Value::Object(p) = params else {
+        return Err(FieldError::new(
+            at,
+            format!(
+                "expected an object with \"connection\", \"queue\" (or \"topic\", or \"subject\") and \"body\", found {}",
+                kind(params)
+            ),
+        ));
+    };
+    for k in p.keys() {
+        if !MESSAGE_FIELDS.contains(&k.as_str()) {
+            warnings.push(FieldError::new(
+                join(at, k),
+                format!(
+                    "unknown field, ignored (a message listener has {})",
+                    MESSAGE_FIELDS.join(", ")
+                ),
+            ));
+        }
+    }
+    let connection = match p.field("connection") {
+        Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
+        None | Some(Value::Null) => {
+            return Err(FieldError::new(
+                join(at, "connection"),
+                "missing: name the connectionId of a connection in mq-connections.json",
+            ));
+        }
+        Some(other) => {
+            return Err(FieldError::new(
+                join(at, "connection"),
+                format!(
+                    "expected the connectionId of a connection in mq-connections.json, found {}",
+                    show(other)
+                ),
+            ));
+        }
+    };
+    let named: Vec<(&str, &Value)> = ["queue", "topic", "subject"]
+        .into_iter()
+        .filter_map(|k| p.field(k).filter(|v| !v.is_null()).map(|v| (k, v)))
+        .collect();
+    let (key, value) = match named.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(FieldError::new(
+                at,
+                "no destination: give \"queue\", \"topic\" (MQTT, AMQP's amq.topic) or \"subject\" (NATS)",
+            ));
+        }
+        [first, second, ..] => {
+            return Err(FieldError::new(
+                join(at, second.0),
+                format!(
+                    "{:?} is given too: a message goes to one destination (use one listener per destination)",
+                    first.0
+                ),
+            ));
+        }
+    };
+    let destination = match value {
+        Value::String(d) if d.trim().is_empty() => {
+            return Err(FieldError::new(join(at, key), "empty"));
+        }
+        Value::String(d) if d.contains("{{") => {
+            return Err(FieldError::new(
+                join(at, key),
+                "destinations are not templated: write the name itself",
+            ));
+        }
+        Value::String(d) if d.len() > 65_535 => {
+            return Err(FieldError::new(join(at, key), "longer than 65,535 bytes"));
+        }
+        Value::String(d) => d.clone(),
+        other => {
+            return Err(FieldError::new(
+                join(at, key),
+                format!("expected a name, found {}", kind(other)),
+            ));
+        }
+    };
+    let body = match (p.field("body"), p.field("jsonBody"), p.field("base64Body")) {
+        (Some(Value::String(t)), None, None) => Some(WebhookBody::Text(t.clone())),
+        (None, Some(j), None) => Some(WebhookBody::Text(j.to_string())),
+        (None, None, Some(Value::String(b))) => Some(WebhookBody::Binary(Bytes::from(
+            base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .map_err(|e| {
+                    FieldError::new(join(at, "base64Body"), format!("not valid base64: {e}"))
+                })?,
+        ))),
+        (None, None, None) => None,
+        (Some(other), None, None) => {
+            return Err(FieldError::new(
+                join(at, "body"),
+                format!(
+                    "expected a string, found {}: write JSON under \"jsonBody\"",
+                    kind(other)
+                ),
+            ));
+        }
+        (None, None, Some(other)) => {
+            return Err(FieldError::new(
+                join(at, "base64Body"),
+                format!("expected a string, found {}", kind(other)),
+            ));
+        }
+        _ => {
+            return Err(FieldError::new(
+                at,
+                "give one of \"body\", \"jsonBody\" and \"base64Body\"",
+            ));
+        }
+    };
+    let mut properties = Vec::new();
+    match p.field("properties") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(h)) => {
+            for (name, value) in h {
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                properties.push((name.clone(), text));
+            }
+        }
+        Some(other) => {
+            return Err(FieldError::new(
+                join(at, "properties"),
+                format!(
+                    "expected an object of property names, found {}",
+                    kind(other)
+                ),
+            ));
+        }
+    }
+    let delay = match p.field("delay") {
+        None | Some(Value::Null) => None,
+        Some(d @ Value::Object(_)) => {
+            Some(decoy_spec::plan::parse_distribution(d, &join(at, "delay"))?)
+        }
+        Some(other) => {
+            return Err(FieldError::new(
+                join(at, "delay"),
+                format!(
+                    "expected {{\"type\": \"fixed\", \"milliseconds\": ...}} or a uniform or lognormal distribution, found {}",
+                    kind(other)
+                ),
+            ));
+        }
+    };
+    let templated = properties.iter().any(|(_, v)| v.contains("{{"))
+        || matches!(&body, Some(WebhookBody::Text(t)) if t.contains("{{"));
+    let mut broken = None;
+    let mut templater = None;
+    if templated {
+        match plugins.map(|p| p.get(TEMPLATER)) {
+            Some(Ok(p)) => templater = Some(p),
+            Some(Err(e)) => {
+                let reason = format!("its templates cannot be rendered: {e}");
+                warnings.push(FieldError::new(
+                    at,
+                    format!("{reason}: the stub is served, and this message is never published"),
+                ));
+                broken = Some(reason);
+            }
+            None => {}
+        }
+    }
+    Ok(Webhook {
+        at: at.to_owned(),
+        method: String::new(),
+        url: String::new(),
+        headers: properties,
+        body,
+        delay,
+        broken,
+        message: Some(MessageTarget {
+            connection,
+            destination,
+            topic: key == "topic",
+        }),
         parameters: Arc::from(Value::Object(p.clone()).to_string()),
         templater,
         context: OnceLock::new(),
@@ -485,7 +717,8 @@ impl Webhook {
                 text_body = Some(String::from_utf8_lossy(&r.body).into_owned());
             }
         }
-        let body = if matches!(method.as_str(), "POST" | "PUT" | "PATCH") {
+        let body = if self.message.is_some() || matches!(method.as_str(), "POST" | "PUT" | "PATCH")
+        {
             match &self.body {
                 Some(WebhookBody::Binary(b)) => Some(b.clone()),
                 Some(WebhookBody::Text(_)) => text_body.map(Bytes::from),
@@ -499,6 +732,7 @@ impl Webhook {
             url,
             headers,
             body,
+            message: self.message.clone(),
         })
     }
 }

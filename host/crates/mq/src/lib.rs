@@ -18,6 +18,8 @@
 //!   `async-nats`.
 //! - [`mqtt`]: MQTT 3.1.1 and 5 brokers (Mosquitto...), with `rumqttc`.
 //! - [`memory`]: an in-process broker for the runtime's own tests.
+//! - [`publish`]: publishing on the configured connections for stubs' `message`
+//!   listeners and the admin API (`decoy-core`'s `MessagePublisher`).
 //!
 //! A transport beside HTTP: MQ mappings are matched here (their own format), and
 //! answered requests are recorded through the serve step's
@@ -40,6 +42,7 @@ pub mod incidents;
 pub mod memory;
 pub mod mqtt;
 pub mod nats;
+pub mod publish;
 pub mod retry;
 pub mod runtime;
 pub mod transport;
@@ -103,6 +106,86 @@ pub struct MqService {
     plugins: Option<Arc<decoy_plugin_host::Plugins>>,
     /// Sends mappings' webhooks (shared with the HTTP side).
     webhooks: Option<Arc<dyn decoy_core::webhooks::WebhookSink>>,
+    /// Publishes `message` listeners' messages and the admin API's on the
+    /// connections (whether or not any MQ mapping is served).
+    publishers: Arc<publish::Publishers>,
+}
+
+/// A broker for connection `c`, knowing the mappings it serves (NATS and MQTT
+/// subscribe by them; none for publishing alone).
+fn broker_for(
+    c: &config::Connection,
+    mappings: &[config::MqMapping],
+) -> anyhow::Result<Arc<dyn Broker>> {
+    Ok(match &c.kind {
+        ConnectionKind::Amqp(a) => Arc::new(amqp::AmqpBroker::new(a.clone())),
+        ConnectionKind::Mqtt(m) => Arc::new(mqtt::MqttBroker::new(&c.id, m.clone(), mappings)),
+        ConnectionKind::Amqp1(a) => Arc::new(
+            amqp1::Amqp1Broker::new(a.clone())
+                .map_err(|e| anyhow::anyhow!("connection {:?}: {e:#}", c.id))?,
+        ),
+        #[cfg(not(feature = "ibmmq"))]
+        ConnectionKind::IbmMq(_) => bail!(
+            "connection {:?} is an IBM MQ connection, but this decoy was built without IBM MQ support (the `ibmmq` cargo feature, on by default)",
+            c.id
+        ),
+        #[cfg(feature = "ibmmq")]
+        ConnectionKind::IbmMq(m) => {
+            let dirs = ibmmq::library_dirs();
+            let Some(path) = ibmmq::find_client(&dirs) else {
+                bail!("{}", ibmmq::missing_client_message(&c.id, &dirs));
+            };
+            let lib = ibmmq::load_client(&path).map_err(|e| {
+                anyhow::anyhow!("connection {:?} is an IBM MQ connection: {e}", c.id)
+            })?;
+            Arc::new(ibmmq::IbmMqBroker::new(lib, m.clone()))
+        }
+        ConnectionKind::Nats(n) => Arc::new(nats::NatsBroker::new(n.clone(), &c.id, mappings)),
+    })
+}
+
+/// Problems of `message` listeners that name a connection not among `connections`, for
+/// the stubs `listeners` lists: (file, stub, the listeners). Each names the file, the
+/// stub, the field and the connections there are.
+pub fn check_listeners<'a>(
+    connections: &[String],
+    listeners: impl Iterator<
+        Item = (
+            std::path::PathBuf,
+            Option<decoy_core::mapping::load::StubRef>,
+            &'a decoy_core::webhooks::Webhooks,
+        ),
+    >,
+) -> Vec<Problem> {
+    let known: Vec<&str> = connections.iter().map(String::as_str).collect();
+    let mut problems = Vec::new();
+    for (file, stub, hooks) in listeners {
+        for hook in hooks.iter() {
+            let Some(target) = &hook.message else {
+                continue;
+            };
+            if known.contains(&target.connection.as_str()) {
+                continue;
+            }
+            problems.push(Problem {
+                file: file.clone(),
+                stub: stub.clone(),
+                error: decoy_spec::fields::FieldError::new(
+                    decoy_spec::fields::join(&hook.at, "connection"),
+                    format!(
+                        "no connection {:?} in mq-connections.json (connectionId: {}); its messages are not published",
+                        target.connection,
+                        if known.is_empty() {
+                            "none is configured".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ),
+            });
+        }
+    }
+    problems
 }
 
 impl MqService {
@@ -137,7 +220,11 @@ impl MqService {
             problems: Mutex::new((load.problems.clone(), load.warnings.clone())),
             incidents: Arc::default(),
             live: Mutex::new(Vec::new()),
+            publishers: Arc::default(),
         });
+        service
+            .publishers
+            .replace(&load.connections, |c| broker_for(c, &[]));
         let runtime = service.runtime_for(load)?;
         *lock(&service.running) = runtime;
         Ok(service)
@@ -151,38 +238,7 @@ impl MqService {
         }
         let mut brokers: Vec<Arc<dyn Broker>> = Vec::new();
         for c in &load.connections {
-            match &c.kind {
-                ConnectionKind::Amqp(a) => brokers.push(Arc::new(amqp::AmqpBroker::new(a.clone()))),
-                ConnectionKind::Mqtt(m) => {
-                    let broker = mqtt::MqttBroker::new(&c.id, m.clone(), &load.mappings);
-                    brokers.push(Arc::new(broker));
-                }
-                ConnectionKind::Amqp1(a) => brokers
-                    .push(Arc::new(amqp1::Amqp1Broker::new(a.clone()).map_err(
-                        |e| anyhow::anyhow!("connection {:?}: {e:#}", c.id),
-                    )?)),
-                #[cfg(not(feature = "ibmmq"))]
-                ConnectionKind::IbmMq(_) => bail!(
-                    "connection {:?} is an IBM MQ connection, but this decoy was built without IBM MQ support (the `ibmmq` cargo feature, on by default)",
-                    c.id
-                ),
-                #[cfg(feature = "ibmmq")]
-                ConnectionKind::IbmMq(m) => {
-                    let dirs = ibmmq::library_dirs();
-                    let Some(path) = ibmmq::find_client(&dirs) else {
-                        bail!("{}", ibmmq::missing_client_message(&c.id, &dirs));
-                    };
-                    let lib = ibmmq::load_client(&path).map_err(|e| {
-                        anyhow::anyhow!("connection {:?} is an IBM MQ connection: {e}", c.id)
-                    })?;
-                    brokers.push(Arc::new(ibmmq::IbmMqBroker::new(lib, m.clone())));
-                }
-                ConnectionKind::Nats(n) => brokers.push(Arc::new(nats::NatsBroker::new(
-                    n.clone(),
-                    &c.id,
-                    &load.mappings,
-                ))),
-            }
+            brokers.push(broker_for(c, &load.mappings)?);
         }
         let mappings: Vec<(Arc<config::MqMapping>, Arc<MappingStats>)> = {
             let mut stats = lock(&self.stats);
@@ -233,6 +289,8 @@ impl MqService {
             return;
         }
         let count = load.mappings.len();
+        self.publishers
+            .replace(&load.connections, |c| broker_for(c, &[]));
         let new = match self.runtime_for(load) {
             Ok(r) => r,
             Err(e) => {
@@ -266,15 +324,34 @@ impl MqService {
     pub fn problems(&self) -> (Vec<Problem>, Vec<Problem>) {
         let (mut problems, warnings) = lock(&self.problems).clone();
         problems.extend(self.incidents.problems());
+        let live = lock(&self.live).clone();
+        problems.extend(check_listeners(
+            &self.publishers.connections(),
+            live.iter().filter_map(|(m, _)| {
+                let stub = decoy_core::mapping::load::StubRef {
+                    index: m.index,
+                    id: Some(m.id.to_string()),
+                    name: m.name.as_deref().map(str::to_owned),
+                };
+                m.webhooks.as_ref().map(|w| (m.file.clone(), Some(stub), w))
+            }),
+        ));
         (problems, warnings)
     }
 
-    /// Stops receiving and sends the replies in flight.
+    /// Stops receiving and sends the replies in flight; then closes the publishing
+    /// connections.
     pub async fn shutdown(&self) {
         let running = lock(&self.running).take();
         if let Some(r) = running {
             r.shutdown().await;
         }
+        self.publishers.clear();
+    }
+
+    /// Where stubs' `message` listeners and the admin API publish.
+    pub fn publisher(&self) -> Arc<publish::Publishers> {
+        self.publishers.clone()
     }
 }
 

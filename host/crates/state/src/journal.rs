@@ -365,6 +365,8 @@ pub fn decode(v: &Value, mapping: impl Fn(&str) -> Option<Arc<Mapping>>) -> Opti
             .get("responseBodySize")
             .and_then(Value::as_u64)
             .map(|n| n as usize),
+        // Another instance's listeners report there, not here.
+        sub_events: None,
     })
 }
 
@@ -404,6 +406,7 @@ mod tests {
             response_body_size: None,
             added_delay: Duration::from_millis(5),
             process_time: Duration::from_micros(42),
+            sub_events: None,
         };
         let back = decode(&encode(&e), |_| None).expect("decodes");
         assert_eq!(back.id, e.id);
