@@ -124,6 +124,9 @@ log "MQTT 3.1.1 and 5 virtual services driven by a third-party client (PyPI paho
 log "AMQP 1.0 driven by a third-party client (PyPI python-qpid-proton) through RabbitMQ's plugin"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check 'python-qpid-proton==0.40.0'
 "$work/venv/bin/python" tests/amqp1-compat.py target/debug/decoy
+log "messages decoy emits (HTTP stubs' and MQ mappings' message listeners, channels/send) consumed by PyPI pika"
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check 'pika==1.3.2'
+"$work/venv/bin/python" tests/emit-compat.py target/debug/decoy
 
 log "the live dashboard in headless Chromium (Selenium from PyPI)"
 need_apt=""

@@ -938,4 +938,84 @@ mod tests {
         assert!(r.unwrap().is_none());
         assert!(w[0].reason.contains("no listener"), "{}", w[0].reason);
     }
+
+    #[test]
+    fn a_message_listener_is_read_with_its_destination_properties_and_body() {
+        let (r, w) = parse_one(json!({"serveEventListeners": [
+            {"name": "message", "parameters": {"connection": "rabbit", "queue": "orders",
+                "jsonBody": {"a": 1}, "properties": {"kind": "created", "n": 2},
+                "delay": {"type": "fixed", "milliseconds": 5}}},
+            {"name": "message", "parameters": {"connection": "mqtt", "topic": "t/1", "base64Body": "aGk="}}]}));
+        assert!(w.is_empty(), "{w:?}");
+        let hooks = r.unwrap().unwrap();
+        let call = hooks[0].render("m", &request()).unwrap();
+        let target = call.message.unwrap();
+        assert_eq!(
+            (
+                target.connection.as_str(),
+                target.destination.as_str(),
+                target.topic
+            ),
+            ("rabbit", "orders", false)
+        );
+        assert_eq!(call.body.as_deref(), Some(&br#"{"a":1}"#[..]));
+        assert_eq!(
+            call.headers,
+            [
+                ("kind".to_owned(), "created".to_owned()),
+                ("n".to_owned(), "2".to_owned())
+            ]
+        );
+        let call = hooks[1].render("m", &request()).unwrap();
+        assert!(call.message.unwrap().topic);
+        assert_eq!(call.body.as_deref(), Some(&b"hi"[..]));
+    }
+
+    #[test]
+    fn a_message_listener_that_cannot_say_where_it_goes_is_an_error_naming_the_field() {
+        for (params, path) in [
+            (
+                json!({"queue": "q"}),
+                "serveEventListeners[0].parameters.connection",
+            ),
+            (
+                json!({"connection": "c"}),
+                "serveEventListeners[0].parameters",
+            ),
+            (
+                json!({"connection": "c", "queue": "q", "topic": "t"}),
+                "serveEventListeners[0].parameters.topic",
+            ),
+            (
+                json!({"connection": "c", "queue": ""}),
+                "serveEventListeners[0].parameters.queue",
+            ),
+            (
+                json!({"connection": "c", "queue": "{{x}}"}),
+                "serveEventListeners[0].parameters.queue",
+            ),
+            (
+                json!({"connection": "c", "queue": "q", "body": {"a": 1}}),
+                "serveEventListeners[0].parameters.body",
+            ),
+            (
+                json!({"connection": "c", "queue": "q", "body": "x", "jsonBody": 1}),
+                "serveEventListeners[0].parameters",
+            ),
+            (
+                json!({"connection": 3, "queue": "q"}),
+                "serveEventListeners[0].parameters.connection",
+            ),
+        ] {
+            let (r, _) = parse_one(
+                json!({"serveEventListeners": [{"name": "message", "parameters": params}]}),
+            );
+            let errors = r.unwrap_err();
+            assert_eq!(errors[0].path, path, "{params}: {errors:?}");
+        }
+        let (r, w) = parse_one(json!({"serveEventListeners": [{"name": "message",
+            "parameters": {"connection": "c", "queue": "q", "colour": "red"}}]}));
+        assert!(r.unwrap().is_some());
+        assert_eq!(w[0].path, "serveEventListeners[0].parameters.colour");
+    }
 }
