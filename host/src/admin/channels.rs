@@ -55,9 +55,9 @@ impl Admin {
             let known = publisher.connections();
             return AdminReply::json(
                 422,
-                j::errors(&[FieldError::new(
-                    "connection",
-                    format!(
+                j::error(
+                    "Unknown connection",
+                    &format!(
                         "no connection {:?} in mq-connections.json (connectionId: {})",
                         message.target.connection,
                         if known.is_empty() {
@@ -66,7 +66,7 @@ impl Admin {
                             known.join(", ")
                         }
                     ),
-                )]),
+                ),
             );
         }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
