@@ -30,6 +30,9 @@ if (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   # AMQP 1.0 through RabbitMQ's plugin, against a bare fe2o3-amqp responder.
   rabbitmq-plugins enable rabbitmq_amqp1_0 >/dev/null
   python3 bench/mq_amqp1.py "${MQ_SECONDS:-10}"
+  # Events published on HTTP hits, beside plain answers (needs PyPI pika).
+  python3 -c 'import pika' 2>/dev/null || python3 -m pip install --quiet --user 'pika==1.3.2'
+  python3 bench/emit.py "${MQ_SECONDS:-10}"
 else
   echo "RabbitMQ is not running on 127.0.0.1:5672: skipping the MQ scenarios"
   rm -f bench/out/mq.json

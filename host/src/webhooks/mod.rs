@@ -63,6 +63,8 @@ pub const HOPS_HEADER: &str = "decoy-webhook-hops";
 pub const MAX_HOPS: u32 = 5;
 /// How much of the target's answer is read (the rest is dropped with the connection).
 pub const MAX_ANSWER: usize = 1024 * 1024;
+/// Messages published at once on one connection, awaiting the broker's confirm.
+pub const MESSAGES_IN_FLIGHT: usize = 256;
 /// What a pending webhook costs beyond the bytes of its request (its task, its
 /// bookkeeping), so that a flood of tiny webhooks counts too.
 const OVERHEAD: usize = 512;
@@ -308,6 +310,7 @@ impl Inner {
         from: &mut Held,
         bytes: usize,
         target: String,
+        slots: usize,
     ) -> Result<Held, Limit> {
         self.leave(from);
         let mut q = self.lock_queue();
@@ -324,7 +327,7 @@ impl Inner {
         } else if bytes > self.share.bytes {
             return Err(Limit::TargetBytes);
         }
-        let share = self.share.slots;
+        let share = slots;
         let lane = q.targets.entry(target.clone()).or_insert_with(|| Lane {
             pending: 0,
             bytes: 0,
@@ -427,19 +430,23 @@ impl Inner {
             if let Some(target) = call.message.clone() {
                 let what = || format!("message {} of {mapping} to {target}", hook.at);
                 let bytes = call_bytes(&call);
-                let one =
-                    match self.hand_over(&mut held, bytes, format!("mq:{}", target.connection)) {
-                        Ok(one) => one,
-                        Err(full) => {
-                            self.metrics
-                                .messages
-                                .dropped
-                                .fetch_add(1, Ordering::Relaxed);
-                            not_published(journal.as_deref(), &target, "dropped: too many waiting");
-                            self.dropped(full, 1, what);
-                            continue;
-                        }
-                    };
+                let one = match self.hand_over(
+                    &mut held,
+                    bytes,
+                    format!("mq:{}", target.connection),
+                    MESSAGES_IN_FLIGHT,
+                ) {
+                    Ok(one) => one,
+                    Err(full) => {
+                        self.metrics
+                            .messages
+                            .dropped
+                            .fetch_add(1, Ordering::Relaxed);
+                        not_published(journal.as_deref(), &target, "dropped: too many waiting");
+                        self.dropped(full, 1, what);
+                        continue;
+                    }
+                };
                 let mut properties = call.headers;
                 // Carried as webhooks carry it, so a stub whose message reaches
                 // itself (an MQ stub publishing to its own queue) stops after a few.
@@ -478,7 +485,7 @@ impl Inner {
                 continue;
             }
             let target = target_key(outgoing.uri());
-            let one = match self.hand_over(&mut held, call_bytes(&call), target) {
+            let one = match self.hand_over(&mut held, call_bytes(&call), target, self.share.slots) {
                 Ok(one) => one,
                 Err(full) => {
                     self.dropped(full, 1, what);
@@ -551,10 +558,10 @@ impl Inner {
         let Some(lane) = held.target.as_ref().map(|(_, slots)| slots.clone()) else {
             return;
         };
+        // A connection's own slots only: a publish is one frame and a confirm on a
+        // connection already open, pipelined, not an HTTP exchange that holds a
+        // connection of the pool; the webhooks' slots stay theirs.
         let Ok(_target_slot) = lane.acquire().await else {
-            return;
-        };
-        let Ok(_slot) = self.slots.acquire().await else {
             return;
         };
         let target = message.target.clone();
@@ -812,17 +819,17 @@ mod tests {
         let a = "http://a:80".to_owned();
         let mut to_a = Vec::new();
         for _ in 0..4 {
-            to_a.push(inner.hand_over(&mut served, 100, a.clone()).unwrap());
+            to_a.push(inner.hand_over(&mut served, 100, a.clone(), 1).unwrap());
         }
         assert_eq!(
-            inner.hand_over(&mut served, 100, a.clone()).unwrap_err(),
+            inner.hand_over(&mut served, 100, a.clone(), 1).unwrap_err(),
             Limit::TargetCount
         );
         // Another target still has its half.
         let b = "http://b:80".to_owned();
-        let to_b = inner.hand_over(&mut served, 9_000, b.clone()).unwrap();
+        let to_b = inner.hand_over(&mut served, 9_000, b.clone(), 1).unwrap();
         assert_eq!(
-            inner.hand_over(&mut served, 1_001, b).unwrap_err(),
+            inner.hand_over(&mut served, 1_001, b, 1).unwrap_err(),
             Limit::TargetBytes
         );
         assert_eq!(served.count, 1);
@@ -834,7 +841,7 @@ mod tests {
         assert_eq!(inner.metrics.webhooks.pending.load(Ordering::Relaxed), 6);
         assert_eq!(
             inner
-                .hand_over(&mut served, 9_700, "http://c:80".into())
+                .hand_over(&mut served, 9_700, "http://c:80".into(), 1)
                 .unwrap_err(),
             Limit::Bytes
         );
