@@ -41,6 +41,7 @@ fn connections(down_port: u16) -> String {
         {"connectionId": "rabbit", "connectionData": {"type": "amqp", "uri": crate::amqp::url()}},
         {"connectionId": "mosquitto", "connectionData": {"type": "mqtt", "uri": mqtt_url()}},
         {"connectionId": "nats", "connectionData": {"type": "nats", "uri": crate::nats::url()}},
+        {"connectionId": "amqp1", "connectionData": {"type": "amqp1", "uri": "amqp://guest:guest@127.0.0.1:5672"}},
         {"connectionId": "down", "connectionData": {"type": "amqp",
             "uri": format!("amqp://guest:guest@127.0.0.1:{down_port}/%2f"),
             "connectTimeoutMilliseconds": 2000}}
@@ -327,7 +328,18 @@ async fn the_admin_api_publishes_now_and_says_why_it_cannot() {
             .contains(&missing),
         "{v}"
     );
-    assert_eq!(published(addr, "published").await, 1);
+    // The same through AMQP 1.0 (RabbitMQ's plugin), to the existing queue.
+    let (status, v) = send(
+        json!({"connection": "amqp1", "queue": format!("/amq/queue/{q}"),
+        "message": {"body": {"data": "over AMQP 1.0"}}}),
+    )
+    .await;
+    assert_eq!((status, &v), (200, &json!({"sentCount": 1})));
+    let (body, _) = get(&ch, &q, WAIT).await.expect("the AMQP 1.0 message");
+    // RabbitMQ 3's plugin gives an AMQP 0-9-1 consumer the message's encoded body
+    // section (text goes as an amqp-value string): the text is its end.
+    assert!(body.ends_with("over AMQP 1.0"), "{body:?}");
+    assert_eq!(published(addr, "published").await, 2);
     assert_eq!(published(addr, "failed").await, 1);
 
     server.shutdown().await;
@@ -395,4 +407,33 @@ async fn a_message_listener_without_a_destination_is_refused_naming_the_field() 
         "{problems}"
     );
     server.shutdown().await;
+}
+
+#[test]
+fn validate_fails_on_a_message_listener_naming_a_connection_that_is_not_configured() {
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &json!([{"connectionId": "rabbit", "connectionData": {"type": "amqp", "uri": crate::amqp::url()}}])
+                .to_string(),
+        ),
+        (
+            "mappings/orders.json",
+            &json!({"request": {"url": "/orders"}, "response": {"status": 201},
+                "serveEventListeners": [{"name": "message", "parameters": {"connection": "rabit", "queue": "orders.created"}}]})
+            .to_string(),
+        ),
+    ]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_decoy"))
+        .args(["validate", "--root-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("error: mappings/orders.json: mapping #0")
+            && text.contains("serveEventListeners[0].parameters.connection: no connection \"rabit\" in mq-connections.json (connectionId: rabbit)"),
+        "{text}"
+    );
 }
