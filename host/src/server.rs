@@ -411,6 +411,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
             .preserving_host(opts.preserve_host_header),
         opts.http.verbose,
     );
+    metrics.add_section(grpc.method_metrics());
     // Start watching in the background while the listeners come up (setting up the
     // watches on a large tree takes tens of milliseconds); `start` returns only once
     // it is in place, and a rescan then catches what changed on disk in between.

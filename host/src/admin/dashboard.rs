@@ -191,6 +191,31 @@ pub async fn sample(admin: Arc<Admin>) {
 }
 
 impl Admin {
+    /// Every problem and warning of what is served: the stub files (HTTP), the MQ
+    /// files and the listeners of stubs that publish, the gRPC descriptors and the
+    /// stubs checked against them. The one list
+    /// `/__admin/problems`, the dashboard's count and its problem list show.
+    pub fn problems(&self) -> (Vec<Problem>, Vec<Problem>) {
+        let (mut problems, mut warnings) = self.store.problems();
+        if let Some(mq) = &self.mq {
+            let (p, w) = mq.problems();
+            problems.extend(p);
+            warnings.extend(w);
+            // HTTP stubs' `message` listeners naming no connection.
+            let set = self.engine().mappings();
+            problems.extend(decoy_mq::check_listeners(
+                &mq.publisher().connections(),
+                set.iter().filter_map(crate::server::listeners_of),
+            ));
+        }
+        if let Some(grpc) = &self.grpc {
+            let (p, w) = crate::grpc::problems(grpc, self.store.context().global_templating);
+            problems.extend(p);
+            warnings.extend(w);
+        }
+        (problems, warnings)
+    }
+
     fn counters(&self) -> Counters {
         let m = &self.metrics;
         let (mut plugin_calls, mut plugin_failures) = (0, 0);
@@ -279,14 +304,8 @@ impl Admin {
 
     /// Running totals and the state of the server, sent with every tick.
     fn totals(&self, c: &Counters) -> Value {
-        let (mut problems, mut warnings) = self.store.problems();
-        let mut mq_mappings = 0;
-        if let Some(mq) = &self.mq {
-            let (p, w) = mq.problems();
-            problems.extend(p);
-            warnings.extend(w);
-            mq_mappings = mq.mappings().len();
-        }
+        let (problems, warnings) = self.problems();
+        let mq_mappings = self.mq.as_ref().map_or(0, |mq| mq.mappings().len());
         let plugins = self
             .store
             .context()
@@ -402,14 +421,10 @@ impl Admin {
         Some(json!({ "row": mq_row(m, s), "json": written }))
     }
 
-    /// Problems and warnings of the mapping files (HTTP and MQ), field by field.
+    /// Problems and warnings of the mapping files (HTTP, MQ and gRPC: descriptors and
+    /// stubs against them), field by field.
     fn problem_list(&self) -> AdminReply {
-        let (mut problems, mut warnings) = self.store.problems();
-        if let Some(mq) = &self.mq {
-            let (p, w) = mq.problems();
-            problems.extend(p);
-            warnings.extend(w);
-        }
+        let (problems, warnings) = self.problems();
         AdminReply::json(
             200,
             json!({

@@ -331,24 +331,7 @@ impl Admin {
                 None => return None,
             },
             ("GET", ["problems"]) => {
-                let (mut problems, mut warnings) = self.store.problems();
-                if let Some(mq) = &self.mq {
-                    let (p, w) = mq.problems();
-                    problems.extend(p);
-                    warnings.extend(w);
-                    // HTTP stubs' `message` listeners naming no connection.
-                    let set = self.engine().mappings();
-                    problems.extend(decoy_mq::check_listeners(
-                        &mq.publisher().connections(),
-                        set.iter().filter_map(crate::server::listeners_of),
-                    ));
-                }
-                if let Some(grpc) = &self.grpc {
-                    let (p, w) =
-                        crate::grpc::problems(grpc, self.store.context().global_templating);
-                    problems.extend(p);
-                    warnings.extend(w);
-                }
+                let (problems, warnings) = self.problems();
                 // The shared state out of step (--state) heads the list.
                 let shared = self.store.replica_problem();
                 AdminReply::json(

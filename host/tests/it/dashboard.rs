@@ -376,3 +376,64 @@ async fn mq_mappings_are_listed_beside_http_ones_with_their_json_from_the_file()
     assert_eq!(detail["json"]["response"]["text"], "<quote/>", "{detail:#}");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn grpc_problems_are_in_the_dashboards_count_and_list() {
+    let dir = crate::common::root(&[
+        ("mappings/a.json", &stubs(1).to_string()),
+        (
+            "grpc/rec/v1/echo.proto",
+            crate::common::grpc_echo::ECHO_PROTO,
+        ),
+        (
+            "grpc/broken.proto",
+            "syntax = \"proto3\";\nmessage M {\n  strin x = 1;\n}\n",
+        ),
+        (
+            "mappings/grpc.json",
+            &json!({"request": {"urlPath": "/rec.v1.Echo/Shout", "method": "POST"},
+                    "response": {"jsonBody": {"text": "x"}}})
+            .to_string(),
+        ),
+    ]);
+    let server = start(with_token(dir.path())).await.unwrap();
+    let addr = server.http_addr;
+    let problems = api(addr, "/__admin/dashboard/api/problems").await;
+    let files: Vec<&str> = problems["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["file"].as_str().unwrap())
+        .collect();
+    assert!(files.contains(&"grpc/broken.proto"), "{problems}");
+    assert!(files.contains(&"mappings/grpc.json"), "{problems}");
+    // The count the page shows is the same list's.
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /__admin/dashboard/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    read_events(&mut stream, &mut seen, |s| s.contains("event: tick")).await;
+    let tick = seen
+        .split("event: tick\ndata: ")
+        .last()
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap();
+    let tick: Value = serde_json::from_str(tick).unwrap();
+    assert_eq!(
+        tick["totals"]["mappings"]["problems"],
+        problems["problems"].as_array().unwrap().len(),
+        "{tick}"
+    );
+    assert_eq!(tick["totals"]["mappings"]["problems"], 2, "{tick}");
+    drop(stream);
+    server.shutdown().await;
+}

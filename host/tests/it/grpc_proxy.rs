@@ -409,3 +409,82 @@ async fn streams_match_on_each_message_then_on_all_the_messages_so_far() {
     assert_eq!(talk(&ch, &["q"]).await.code, Code::Unimplemented);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn calls_are_counted_per_method_and_undeclared_methods_are_journaled() {
+    let root = common::root(&[
+        ("grpc/rec/v1/echo.proto", ECHO_PROTO),
+        (
+            "mappings/say.json",
+            &json!({"mappings": [
+                {"request": {"urlPath": "/rec.v1.Echo/Say", "method": "POST",
+                             "bodyPatterns": [{"equalToJson": {"text": "hi"}}]},
+                 "response": {"jsonBody": {"text": "hello"}}},
+                {"request": {"urlPath": "/rec.v1.Echo/Count", "method": "POST"},
+                 "response": {"jsonBody": [{"text": "1"}, {"text": "2"}]}}
+            ]})
+            .to_string(),
+        ),
+    ]);
+    let server = common::serve(root.path()).await;
+    let ch = channel(server.http_addr).await;
+    assert_eq!(say(&ch, "hi").await.texts, ["hello"]);
+    assert_eq!(say(&ch, "hi").await.texts, ["hello"]);
+    assert_eq!(say(&ch, "other").await.code, Code::Unimplemented);
+    assert_eq!(count(&ch, 2).await.texts, ["1", "2"]);
+    // A method no descriptor declares (a typo of Say).
+    let typo = grpc(&ch)
+        .await
+        .unary::<_, Line, _>(
+            Request::new(line("hi")),
+            PathAndQuery::from_static("/rec.v1.Echo/Sya"),
+            ProstCodec::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(typo.code(), Code::Unimplemented);
+    assert_eq!(typo.message(), "Method not found: rec.v1.Echo/Sya");
+
+    let metrics = common::get(server.http_addr, "/__admin/metrics").await.body;
+    for row in [
+        "decoy_grpc_calls_total{method=\"/rec.v1.Echo/Say\",code=\"OK\"} 2",
+        "decoy_grpc_calls_total{method=\"/rec.v1.Echo/Say\",code=\"UNIMPLEMENTED\"} 1",
+        "decoy_grpc_calls_total{method=\"/rec.v1.Echo/Count\",code=\"OK\"} 1",
+        "decoy_grpc_calls_total{method=\"/rec.v1.Echo/Talk\",code=\"OK\"} 0",
+        "decoy_grpc_calls_total{method=\"\",code=\"UNIMPLEMENTED\"} 1",
+    ] {
+        assert!(metrics.contains(row), "{row} in {metrics}");
+    }
+
+    // The undeclared call is in the journal as unmatched, and its near misses name
+    // the stubs of the method it meant.
+    let (_, unmatched) =
+        common::admin(server.http_addr, "GET", "/requests/unmatched", json!(null)).await;
+    let urls: Vec<&str> = unmatched["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["url"].as_str().unwrap())
+        .collect();
+    assert!(urls.contains(&"/rec.v1.Echo/Sya"), "{unmatched}");
+    let (_, near) = common::admin(
+        server.http_addr,
+        "POST",
+        "/near-misses/request",
+        json!({"url": "/rec.v1.Echo/Sya", "method": "POST"}),
+    )
+    .await;
+    assert_eq!(
+        near["nearMisses"][0]["stubMapping"]["request"]["urlPath"], "/rec.v1.Echo/Say",
+        "{near}"
+    );
+    let (_, count) = common::admin(
+        server.http_addr,
+        "POST",
+        "/requests/count",
+        json!({"urlPath": "/rec.v1.Echo/Sya"}),
+    )
+    .await;
+    assert_eq!(count["count"], 1);
+    server.shutdown().await;
+}

@@ -489,7 +489,7 @@ async fn metrics_list_every_transport_by_its_label_in_the_same_families_as_ever(
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next())
-        .take(5)
+        .take(6)
         .collect();
     assert_eq!(
         families,
@@ -497,6 +497,7 @@ async fn metrics_list_every_transport_by_its_label_in_the_same_families_as_ever(
             "decoy_requests_total",
             "decoy_mapping_requests_total",
             "decoy_mq_panics_total",
+            "decoy_grpc_calls_total",
             "decoy_processing_seconds",
             "decoy_webhooks_total",
         ]

@@ -373,6 +373,25 @@ impl<W: WebhookSink, R: Recording> Serve<W, R> {
         }
     }
 
+    /// Step 4 for a request the transport answered itself without asking the engine
+    /// (a gRPC call to a method no descriptor declares): counted and journaled as not
+    /// matched, so near misses and `/__admin/requests/unmatched` show it.
+    pub fn record_unmatched(
+        &self,
+        req: RequestSnapshot,
+        plan: ResponsePlan,
+        at: Arrival,
+    ) -> Recorded {
+        let ex = Exchange {
+            mapping: None,
+            stats: None,
+            plan,
+            proxied: false,
+            upstream_case: None,
+        };
+        self.record(ex, req, at)
+    }
+
     /// Step 6: see [`Outcomes::hand_off`].
     pub fn hand_off(&self, fired: Fired) {
         self.outcomes.hand_off(fired);

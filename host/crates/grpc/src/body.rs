@@ -12,6 +12,9 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
+use std::sync::Arc;
+
+use crate::metrics::MethodCalls;
 use crate::status::Code;
 
 /// What a call's answer body sends.
@@ -21,6 +24,17 @@ pub struct GrpcBody {
     /// Dropped once hyper is done with the body (the answer is out): what a stub's
     /// webhooks wait for.
     _done: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The call's method's counters, until the status it ends with is counted.
+    counter: Option<Arc<MethodCalls>>,
+}
+
+impl Drop for GrpcBody {
+    fn drop(&mut self) {
+        // Dropped before its status went out: the client left.
+        if let Some(c) = self.counter.take() {
+            c.ended(Some(Code::CANCELLED));
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -49,6 +63,7 @@ impl GrpcBody {
         GrpcBody {
             kind: Kind::Empty,
             _done: None,
+            counter: None,
         }
     }
 
@@ -56,6 +71,7 @@ impl GrpcBody {
         GrpcBody {
             kind: Kind::Reset,
             _done: None,
+            counter: None,
         }
     }
 
@@ -74,6 +90,7 @@ impl GrpcBody {
                 trailers: Some(trailers),
             },
             _done: None,
+            counter: None,
         }
     }
 
@@ -81,7 +98,15 @@ impl GrpcBody {
         GrpcBody {
             kind: Kind::Channel(rx),
             _done: None,
+            counter: None,
         }
+    }
+
+    /// The status the body ends with (its trailers', or a reset) is counted in
+    /// `counter`.
+    pub fn counted(mut self, counter: Arc<MethodCalls>) -> Self {
+        self.counter = Some(counter);
+        self
     }
 
     /// `done` is dropped when hyper drops the body.
@@ -116,7 +141,50 @@ impl Body for GrpcBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        match &mut self.get_mut().kind {
+        let me = self.get_mut();
+        let polled = me.poll_kind(cx);
+        if me.counter.is_some() {
+            match &polled {
+                Poll::Ready(Some(Ok(f))) if f.is_trailers() => {
+                    let code = f
+                        .trailers_ref()
+                        .and_then(|t| t.get("grpc-status"))
+                        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+                        .and_then(|v| v.parse::<u8>().ok())
+                        .map_or(Code::UNKNOWN, Code);
+                    if let Some(c) = me.counter.take() {
+                        c.ended(Some(code));
+                    }
+                }
+                Poll::Ready(Some(Err(_))) => {
+                    if let Some(c) = me.counter.take() {
+                        c.ended(None);
+                    }
+                }
+                _ => {}
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.kind, Kind::Empty)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.kind {
+            Kind::Empty => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+impl GrpcBody {
+    fn poll_kind(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match &mut self.kind {
             Kind::Empty => Poll::Ready(None),
             Kind::Reset => Poll::Ready(Some(Err(std::io::Error::other("simulated fault")))),
             Kind::Channel(rx) => rx.poll_recv(cx),
@@ -154,17 +222,6 @@ impl Body for GrpcBody {
                 }
                 Poll::Ready(frame.map(|f| Ok(Frame::data(f))))
             }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self.kind, Kind::Empty)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self.kind {
-            Kind::Empty => SizeHint::with_exact(0),
-            _ => SizeHint::default(),
         }
     }
 }

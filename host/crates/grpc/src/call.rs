@@ -41,6 +41,7 @@ use crate::body::{GrpcBody, trailers};
 use crate::builtin::{self, Builtin};
 use crate::catalog::Catalog;
 use crate::json;
+use crate::metrics::MethodMetrics;
 use crate::proxy::{Forward, OutBody};
 use crate::status::{self, Code};
 use crate::wire::{self, Decoder, Encoding, FrameError};
@@ -59,6 +60,8 @@ pub struct GrpcServer<W> {
     /// The transport's outbound client for proxy stubs (`None`: a proxy stub's call
     /// ends with UNIMPLEMENTED, saying so).
     forward: Option<Arc<dyn Forward>>,
+    /// Calls per method, by the status they ended with.
+    methods: Arc<MethodMetrics>,
 }
 
 /// Where a call came in.
@@ -98,7 +101,10 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
     /// Serves the services `catalog` declares (read from `root`'s `grpc/`), answering
     /// through `serve`.
     pub fn new(root: &Path, catalog: Catalog, serve: Serve<W>) -> Self {
+        let methods = Arc::new(MethodMetrics::default());
+        methods.sync(&catalog);
         GrpcServer {
+            methods,
             root: root.to_path_buf(),
             catalog: ArcSwap::from_pointee(catalog),
             serve,
@@ -117,6 +123,11 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
     pub fn with_max_message(mut self, max: usize) -> Self {
         self.max_message = max;
         self
+    }
+
+    /// Calls per method (a section of `/__admin/metrics`).
+    pub fn method_metrics(&self) -> Arc<MethodMetrics> {
+        self.methods.clone()
     }
 
     /// The services served now.
@@ -141,6 +152,7 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
             cat.files,
             self.root.join(crate::catalog::DIR).display()
         );
+        self.methods.sync(&cat);
         let cat = Arc::new(cat);
         self.catalog.store(cat.clone());
         cat
@@ -163,14 +175,50 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
             if let Some(b) = builtin::builtin(path) {
                 return self.builtin(b, &catalog, parts, body).await;
             }
-            return status_only(
-                &Status::new(
-                    Code::UNIMPLEMENTED,
-                    format!("Method not found: {}", path.trim_start_matches('/')),
-                ),
-                &[],
+            let s = Status::new(
+                Code::UNIMPLEMENTED,
+                format!("Method not found: {}", path.trim_start_matches('/')),
             );
+            // Journaled as not matched (its messages are not read: no descriptor says
+            // what they are), so near misses name the stubs of a mistyped method.
+            let snap = snapshot_of(path, &parts, &info, String::new());
+            self.serve.record_unmatched(
+                snap,
+                failed_plan(&s),
+                Arrival {
+                    read_at: std::time::Instant::now(),
+                    protocol: "HTTP/2.0",
+                    local_port: info.local_port,
+                },
+            );
+            self.methods.of("").ended(Some(s.code));
+            return status_only(&s, &[]);
         };
+        let counter = self.methods.of(path);
+        let resp = self.declared(method, parts, body, info).await;
+        // A trailers-only answer has its status in the head; any other, at its end.
+        match resp.headers().get("grpc-status") {
+            Some(code) => {
+                counter.ended(Some(status_in(code, None).code));
+                resp
+            }
+            None => resp.map(|b| b.counted(counter)),
+        }
+    }
+
+    /// A call of a method the descriptors declare.
+    async fn declared<B>(
+        self: &Arc<Self>,
+        method: MethodDescriptor,
+        parts: http::request::Parts,
+        body: B,
+        info: CallInfo,
+    ) -> Response<GrpcBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Display + Send,
+    {
+        let path = parts.uri.path().to_owned();
         if parts.method != http::Method::POST {
             return status_only(
                 &Status::new(Code::UNIMPLEMENTED, "a gRPC call is a POST"),
@@ -184,7 +232,7 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
         let call = Call {
             answer_encoding: Encoding::answer(encoding, parts.headers.get("grpc-accept-encoding")),
             deadline: wire::timeout(parts.headers.get("grpc-timeout")).map(|t| Instant::now() + t),
-            path: path.to_owned(),
+            path,
             info,
             method,
             head: parts,
@@ -555,12 +603,7 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
     /// planned, not yet recorded.
     async fn attempt(&self, call: &Call, body: String) -> Attempt {
         let read_at = std::time::Instant::now();
-        let mut snap = RequestSnapshot::new("POST", call.path.clone());
-        snap.scheme = call.info.scheme;
-        snap.client_addr = call.info.peer;
-        snap.authority = call.head.uri.authority().map(|a| a.as_str().to_owned());
-        snap.header_case = HeaderCase::as_sent();
-        let snap = snap.with_headers(call.head.headers.clone()).with_body(body);
+        let snap = snapshot_of(&call.path, &call.head, &call.info, body);
         let ex = self.serve.answer(&snap).await;
         Attempt { ex, snap, read_at }
     }
@@ -918,6 +961,22 @@ struct Attempt {
     ex: Exchange,
     snap: RequestSnapshot,
     read_at: std::time::Instant,
+}
+
+/// A call's request as the matchers see it: `POST` on the method's path, the
+/// metadata as headers, `body` (a message as proto3 JSON) as body.
+fn snapshot_of(
+    path: &str,
+    head: &http::request::Parts,
+    info: &CallInfo,
+    body: String,
+) -> RequestSnapshot {
+    let mut snap = RequestSnapshot::new(head.method.as_str(), path.to_owned());
+    snap.scheme = info.scheme;
+    snap.client_addr = info.peer;
+    snap.authority = head.uri.authority().map(|a| a.as_str().to_owned());
+    snap.header_case = HeaderCase::as_sent();
+    snap.with_headers(head.headers.clone()).with_body(body)
 }
 
 /// A request message as proto3 JSON.

@@ -96,6 +96,11 @@ impl Catalog {
         self.methods.get(path)
     }
 
+    /// The paths of every method served (`/<package>.<Service>/<Method>`).
+    pub fn method_paths(&self) -> impl Iterator<Item = &str> {
+        self.methods.keys().map(String::as_str)
+    }
+
     /// Whether some descriptor declares the service `name` (`package.Service`).
     pub fn service(&self, name: &str) -> Option<ServiceDescriptor> {
         self.pool.get_service_by_name(name)

@@ -21,6 +21,7 @@ pub mod call;
 pub mod catalog;
 pub mod check;
 pub mod json;
+pub mod metrics;
 pub mod proxy;
 pub mod status;
 pub mod wire;
