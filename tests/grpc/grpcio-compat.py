@@ -7,7 +7,10 @@ Serves tests/grpc/wiremock-grpc-extension (the WireMock gRPC extension's own
 descriptors and protos) with decoy, generates the Python client code from the same
 protos with grpcio-tools, and makes every kind of call the root's stubs answer;
 then asks the server's reflection (grpcio-reflection's client) and health service
-(grpcio-health-checking) what it serves, with no proto on the client side.
+(grpcio-health-checking) what it serves, with no proto on the client side. Last,
+`decoy record` stands in front of a grpcio server, the grpcio client calls it,
+the recording is stopped (SIGINT, as Ctrl-C) and the real server too, and decoy
+serving what was recorded answers the same calls alike.
 Needs grpcio, grpcio-tools, grpcio-reflection and grpcio-health-checking.
 """
 
@@ -64,6 +67,7 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    record(decoy, grpc, services, req_pb)
     print("grpcio-compat: all checks passed")
 
 
@@ -144,6 +148,92 @@ def run(grpc, services, req_pb, port):
     except grpc.RpcError as e:
         check("health of an unknown service", e.code() == grpc.StatusCode.NOT_FOUND, repr(e))
     channel.close()
+
+
+def start_decoy(args, port):
+    proc = subprocess.Popen(args + ["--port", str(port), "--bind-address", "127.0.0.1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(400):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/__admin/health", timeout=1)
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit(f"decoy exited: {proc.stderr.read().decode()}")
+            time.sleep(0.05)
+    raise SystemExit("decoy did not start")
+
+
+def record(decoy, grpc, services, req_pb):
+    """`decoy record` in front of a grpcio server, then playback without it."""
+    import shutil
+    import signal
+    from concurrent import futures
+    from response import helloResponse_pb2 as resp_pb
+
+    class Greeter(services.GreetingServiceServicer):
+        def greeting(self, request, context):
+            if request.name == "boom":
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too much")
+            context.send_initial_metadata((("x-py", "grpcio"),))
+            return resp_pb.HelloResponse(greeting=f"Py {request.name}")
+
+        def oneGreetingManyReplies(self, request, context):
+            for word in ("one", "two"):
+                yield resp_pb.HelloResponse(greeting=f"{word} {request.name}")
+
+    real = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    services.add_GreetingServiceServicer_to_server(Greeter(), real)
+    real_port = real.add_insecure_port("127.0.0.1:0")
+    real.start()
+    root = tempfile.mkdtemp()
+    shutil.copytree(os.path.join(ROOT, "grpc"), os.path.join(root, "grpc"))
+    Hello = req_pb.HelloRequest
+
+    def calls(port):
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stub = services.GreetingServiceStub(channel)
+        resp, call = stub.greeting.with_call(Hello(name="Ann"))
+        meta = dict(call.initial_metadata())
+        try:
+            stub.greeting(Hello(name="boom"))
+            failed = None
+        except grpc.RpcError as e:
+            failed = (e.code(), e.details())
+        stream = [m.greeting for m in stub.oneGreetingManyReplies(Hello(name="Ann"))]
+        channel.close()
+        return {"unary": resp.greeting, "x-py": meta.get("x-py"), "failed": failed,
+                "stream": stream}
+
+    def check(name, cond, detail=""):
+        if not cond:
+            raise SystemExit(f"FAILED: {name} {detail}")
+        print(f"ok: {name}")
+
+    port = free_port()
+    rec = start_decoy([decoy, "record", "--target", f"http://127.0.0.1:{real_port}",
+                       "--root-dir", root], port)
+    try:
+        live = calls(port)
+    finally:
+        rec.send_signal(signal.SIGINT)
+        rec.wait(timeout=30)
+        real.stop(0)
+    check("proxied through decoy record", live == {
+        "unary": "Py Ann", "x-py": "grpcio",
+        "failed": (grpc.StatusCode.RESOURCE_EXHAUSTED, "too much"),
+        "stream": ["one Ann", "two Ann"]}, repr(live))
+    written = os.listdir(os.path.join(root, "mappings"))
+    check("recorded stubs written", len(written) == 3, repr(written))
+    port = free_port()
+    play = start_decoy([decoy, "serve", "--root-dir", root, "--no-watch"], port)
+    try:
+        again = calls(port)
+    finally:
+        play.terminate()
+        play.wait(timeout=10)
+    check("played back alike", again == live, repr(again))
+    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
