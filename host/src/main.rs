@@ -32,6 +32,9 @@ enum Command {
     /// through as mappings (and body files) into the root directory.
     #[command(allow_negative_numbers = true)]
     Record(commands::record::RecordArgs),
+    /// Record real MQ back ends: forward each request to the back end, pass its reply
+    /// back, and on Ctrl-C write one MQ mapping per distinct request (docs/mq.md).
+    RecordMq(commands::record_mq::RecordMqArgs),
     /// Work with WASM plugins (`decoy plugin check FILE.wasm`).
     Plugin(commands::plugin::PluginArgs),
     /// Ask a running decoy for `GET /__admin/health`: exit 0 when healthy, 1 when not
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => commands::serve::run(args),
         Command::Validate(args) => commands::validate::run(args),
         Command::Record(args) => commands::record::run(args),
+        Command::RecordMq(args) => commands::record_mq::run(args),
         Command::Plugin(args) => commands::plugin::run(args),
         Command::Health(args) => commands::health::run(args),
     };

@@ -163,24 +163,7 @@ impl Spec {
     }
 }
 
-/// `2048`, `"2048"`, `"10 kb"`, `"1mb"`.
-fn size(v: &Value) -> Option<u64> {
-    if let Some(n) = v.as_u64() {
-        return Some(n);
-    }
-    let s = v.as_str()?.trim().to_ascii_lowercase();
-    let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
-    let n: u64 = digits.parse().ok()?;
-    let unit = s[digits.len()..].trim();
-    let mult = match unit {
-        "" | "b" => 1,
-        "kb" | "k" => 1024,
-        "mb" | "m" => 1024 * 1024,
-        "gb" | "g" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    Some(n * mult)
-}
+use decoy_core::recording::parse_size as size;
 
 impl Recorder {
     /// WireMock's names: `NeverStarted`, `Recording`, `Stopped`.
@@ -473,20 +456,8 @@ fn request_pattern(spec: &Spec, e: &ServeEvent) -> Value {
         out.insert("headers".into(), h);
     }
     if !req.body.is_empty() {
-        let text = req.body_text();
-        let ct = req
-            .header("content-type")
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        let pattern = if serde_json::from_slice::<Value>(&req.body).is_ok()
-            && (ct.contains("json") || ct.is_empty())
-        {
-            json!({ "equalToJson": text, "ignoreArrayOrder": true, "ignoreExtraElements": true })
-        } else if ct.contains("xml") {
-            json!({ "equalToXml": text })
-        } else {
-            json!({ "equalTo": text })
-        };
+        let ct = req.header("content-type").unwrap_or_default();
+        let pattern = decoy_core::recording::body_pattern(&req.body, &ct);
         out.insert("bodyPatterns".into(), json!([pattern]));
     }
     Value::Object(out)

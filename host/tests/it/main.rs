@@ -40,6 +40,7 @@ mod persistent;
 mod plugin_examples;
 mod plugin_races;
 mod plugins;
+mod record_mq;
 mod responses;
 mod robustness;
 mod scale_out;

@@ -16,6 +16,9 @@
 //!   latency histograms; [`latency`]: the fine histogram behind live percentiles.
 //! - [`filenames`]: the names of the stub files decoy writes (save, recordings), from
 //!   WireMock's templates (`--filename-template`).
+//! - [`recording`]: what every recorder (HTTP, MQ) decides alike: a recorded
+//!   request's body pattern (`equalToJson`, `equalToXml`, `equalTo`, or chosen
+//!   fields), option sizes, body file extensions.
 //! - [`paths`]: the check that keeps every file name decoy builds or is given inside
 //!   its folder (no `..`, no symlink leading out).
 //! - [`stub_files`]: where a stub's file goes in `mappings/` and whether it may be
@@ -48,6 +51,7 @@ pub mod metrics;
 pub mod paths;
 pub mod plugins;
 pub mod publish;
+pub mod recording;
 pub mod serve;
 pub mod shared;
 pub mod store;

@@ -500,6 +500,20 @@ fn regex_reason(e: &::regex::Error) -> String {
     last.strip_prefix("error: ").unwrap_or(last).to_owned()
 }
 
+/// The nodes a JSONPath (Jayway's syntax, as in `matchesJsonPath`) selects in `doc`:
+/// for a recorder that writes a match on the values a request had there.
+pub fn json_path_values(expression: &str, doc: &Value) -> Result<Vec<Value>, String> {
+    match parse_json_path(&Value::String(expression.to_owned()), "").map_err(|e| e.reason)? {
+        StringPattern::MatchesJsonPath { path, .. } => Ok(path
+            .query(doc)
+            .map_err(|_| format!("JSONPath {expression:?} selects too many nodes"))?
+            .into_iter()
+            .map(std::borrow::Cow::into_owned)
+            .collect()),
+        _ => Err(format!("{expression:?} is not a JSONPath")),
+    }
+}
+
 fn parse_json_path(v: &Value, path: &str) -> FieldResult<StringPattern> {
     let (expression, sub) = expression_and_sub(v, path, "a JSONPath")?;
     let (rfc, length) = jayway_to_rfc9535(&expression);

@@ -39,7 +39,8 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use super::config::AmqpConfig;
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, ReplyPoint,
+    Sender, Settle,
 };
 
 /// The exchange topics are published on and subscribed to (RabbitMQ's MQTT and STOMP
@@ -445,6 +446,61 @@ impl Broker for AmqpBroker {
                 channel,
                 alone: AsyncMutex::new(alone),
             }) as Box<dyn Sender>)
+        })
+    }
+
+    /// A server-named, exclusive, auto-deleted queue (what RPC clients declare for
+    /// their replies): RabbitMQ deletes it when its channel closes.
+    fn private_replies(
+        &self,
+        index: usize,
+    ) -> BoxFuture<'_, Result<(ReplyPoint, Box<dyn Receiver>), BrokerError>> {
+        Box::pin(async move {
+            let channel = self.channel(&self.read, index).await?;
+            let declared = channel
+                .queue_declare(
+                    "".into(),
+                    QueueDeclareOptions {
+                        exclusive: true,
+                        auto_delete: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .timed()
+                .await
+                .or_late()
+                .map_err(|e| err("cannot declare a reply queue", e))?;
+            let queue = declared.name().as_str().to_owned();
+            channel
+                .basic_qos(self.config.prefetch, BasicQosOptions::default())
+                .timed()
+                .await
+                .or_late()
+                .map_err(|e| err("basic.qos", e))?;
+            let consumer = channel
+                .basic_consume(
+                    queue.as_str().into(),
+                    format!("decoy-replies-{index}").into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .timed()
+                .await
+                .or_late()
+                .map_err(|e| err(&format!("cannot consume from {queue:?}"), e))?;
+            let point = ReplyPoint {
+                name: queue.clone(),
+                per_request: None,
+            };
+            Ok((
+                point,
+                Box::new(AmqpReceiver {
+                    _channel: channel,
+                    consumer,
+                    queue,
+                }) as Box<dyn Receiver>,
+            ))
         })
     }
 

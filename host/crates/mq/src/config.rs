@@ -1143,7 +1143,7 @@ fn parse_mapping(
 }
 
 /// `{"name": "Q", "type": "QUEUE"}` (or just `"Q"`, a queue), or a `TOPIC`.
-fn parse_destination(v: &Value, path: &str) -> FieldResult<Destination> {
+pub(crate) fn parse_destination(v: &Value, path: &str) -> FieldResult<Destination> {
     if let Value::String(s) = v {
         return Ok(Destination::queue(s.clone()));
     }

@@ -17,6 +17,8 @@
 //! - [`nats`]: NATS core request-reply and JetStream durable consumers, with
 //!   `async-nats`.
 //! - [`mqtt`]: MQTT 3.1.1 and 5 brokers (Mosquitto...), with `rumqttc`.
+//! - [`record`]: recording a real back end (`decoy record-mq`): requests forwarded,
+//!   replies paired and passed back, exchanges written as `mq-mappings`.
 //! - [`memory`]: an in-process broker for the runtime's own tests.
 //! - [`publish`]: publishing on the configured connections for stubs' `message`
 //!   listeners and the admin API (`decoy-core`'s `MessagePublisher`).
@@ -43,6 +45,7 @@ pub mod memory;
 pub mod mqtt;
 pub mod nats;
 pub mod publish;
+pub mod record;
 pub mod retry;
 pub mod runtime;
 pub mod transport;
@@ -112,8 +115,8 @@ pub struct MqService {
 }
 
 /// A broker for connection `c`, knowing the mappings it serves (NATS and MQTT
-/// subscribe by them; none for publishing alone).
-fn broker_for(
+/// subscribe by them; none for publishing alone, or for recording).
+pub fn broker_for(
     c: &config::Connection,
     mappings: &[config::MqMapping],
 ) -> anyhow::Result<Arc<dyn Broker>> {

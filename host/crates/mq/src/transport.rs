@@ -167,6 +167,38 @@ pub trait Sender: Send + Sync {
     }
 }
 
+/// A destination of decoy's own that a back end's replies come back to while decoy
+/// records ([`Broker::private_replies`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyPoint {
+    /// The queue, subject, topic or address replies are sent to.
+    pub name: String,
+    /// Each request gets a reply-to of its own, `name` + `separator` + a token (a
+    /// NATS inbox, an MQTT response topic), and a reply is paired by the subject or
+    /// topic it arrives on. Otherwise every request names `name` and replies are
+    /// paired by correlation id.
+    pub per_request: Option<char>,
+}
+
+impl ReplyPoint {
+    /// The reply-to a forwarded request with pairing `token` names.
+    pub fn reply_to(&self, token: &str) -> String {
+        match self.per_request {
+            Some(sep) => format!("{}{sep}{token}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// The token of a reply that arrived on `topic` (per-request reply-tos only).
+    pub fn token_of<'a>(&self, topic: &'a str) -> Option<&'a str> {
+        let sep = self.per_request?;
+        topic
+            .strip_prefix(self.name.as_str())?
+            .strip_prefix(sep)
+            .filter(|t| !t.is_empty())
+    }
+}
+
 /// One configured broker connection (with its pools).
 pub trait Broker: Send + Sync {
     /// A human-readable name for logs (`amqp://127.0.0.1:5672/%2f`, no password).
@@ -189,6 +221,23 @@ pub trait Broker: Send + Sync {
         Box::pin(async move {
             Err(BrokerError::new(format!(
                 "{} cannot create queue {queue:?}: define it on the broker",
+                self.describe()
+            )))
+        })
+    }
+    /// A reply destination of decoy's own and a receiver on it, for recording: a
+    /// forwarded request names it as its reply-to, so the back end's reply comes to
+    /// decoy, which passes it on to the requester. It lasts as long as the receiver
+    /// (an exclusive queue, a subscription). A broker that has none says so; a
+    /// recording then names a fixed reply queue.
+    fn private_replies(
+        &self,
+        index: usize,
+    ) -> BoxFuture<'_, Result<(ReplyPoint, Box<dyn Receiver>), BrokerError>> {
+        let _ = index;
+        Box::pin(async move {
+            Err(BrokerError::new(format!(
+                "{} has no reply destination of decoy's own: give the route a fixed reply queue (\"reply\": {{\"queue\": ...}})",
                 self.describe()
             )))
         })

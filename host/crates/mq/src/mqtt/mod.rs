@@ -42,7 +42,8 @@ use self::client::{Client, Event, Raw, Refused};
 use self::config::MqttConfig;
 use super::config::{Connection, ConnectionKind, MqMapping};
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, ReplyPoint,
+    Sender, Settle,
 };
 
 /// The shared-subscription group receivers join unless the mapping names one.
@@ -296,6 +297,37 @@ impl Broker for MqttBroker {
 
     fn how_to_create(&self, queue: &str) -> String {
         format!("MQTT topics need no creating; check that this user may use {queue:?}")
+    }
+
+    /// A response topic of decoy's own, `CLIENTID/replies/<random>`, subscribed with
+    /// `+` on a clean session (nothing is left on the broker once it ends): each
+    /// forwarded request names `.../<token>` as its response topic (MQTT 5), so a
+    /// reply is paired by the topic it comes on.
+    fn private_replies(
+        &self,
+        index: usize,
+    ) -> BoxFuture<'_, Result<(ReplyPoint, Box<dyn Receiver>), BrokerError>> {
+        Box::pin(async move {
+            let base = format!(
+                "{}/replies/{}",
+                self.config.client_id,
+                uuid::Uuid::new_v4().simple()
+            );
+            let mut config = self.config.clone();
+            config.clean_session = true;
+            config.session_expiry = 0;
+            let own = MqttBroker::new(&self.id, config, &[]);
+            let rx = own
+                .receiver(&Destination::topic(format!("{base}/+")), index)
+                .await?;
+            Ok((
+                ReplyPoint {
+                    name: base,
+                    per_request: Some('/'),
+                },
+                rx,
+            ))
+        })
     }
 
     /// Topics need no creating: a publication nobody subscribes to is accepted.

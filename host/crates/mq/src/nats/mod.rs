@@ -40,7 +40,8 @@ use self::config::{JetStreamSource, NatsAuth, NatsConfig};
 use super::config::MqMapping;
 use super::retry::{BACKOFF_MAX, BACKOFF_START};
 use super::transport::{
-    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
+    BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, ReplyPoint,
+    Sender, Settle,
 };
 
 /// The header a JetStream request names its reply subject in.
@@ -310,7 +311,36 @@ impl Broker for NatsBroker {
             Ok(Box::new(CoreReceiver {
                 subscriber,
                 queue: from.name.clone(),
+                subjects: false,
             }) as Box<dyn Receiver>)
+        })
+    }
+
+    /// An inbox of decoy's own (`_INBOX.<id>`), subscribed with a wildcard: each
+    /// forwarded request names `_INBOX.<id>.<token>`, as `nc.request()` gives each
+    /// request an inbox, so a back end needs no header to be paired.
+    fn private_replies(
+        &self,
+        index: usize,
+    ) -> BoxFuture<'_, Result<(ReplyPoint, Box<dyn Receiver>), BrokerError>> {
+        Box::pin(async move {
+            let client = self.client(&self.read, index).await?;
+            let inbox = client.new_inbox();
+            let subscriber = client
+                .subscribe(format!("{inbox}.*"))
+                .await
+                .map_err(|e| err(&format!("cannot subscribe to {inbox:?}"), e))?;
+            Ok((
+                ReplyPoint {
+                    name: inbox.clone(),
+                    per_request: Some('.'),
+                },
+                Box::new(CoreReceiver {
+                    subscriber,
+                    queue: inbox,
+                    subjects: true,
+                }) as Box<dyn Receiver>,
+            ))
         })
     }
 
@@ -337,16 +367,24 @@ impl Broker for NatsBroker {
 struct CoreReceiver {
     subscriber: async_nats::Subscriber,
     queue: String,
+    /// Each message says the subject it came on as its topic (a recording's inbox).
+    subjects: bool,
 }
 
 impl Receiver for CoreReceiver {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<Box<dyn Delivery>>, BrokerError>> {
         Box::pin(async move {
             match self.subscriber.next().await {
-                Some(m) => Ok(Some(Box::new(CoreDelivery {
-                    message: from_nats(&m, false),
-                    queue: self.queue.clone(),
-                }) as Box<dyn Delivery>)),
+                Some(m) => {
+                    let mut message = from_nats(&m, false);
+                    if self.subjects {
+                        message.topic = Some(m.subject.to_string());
+                    }
+                    Ok(Some(Box::new(CoreDelivery {
+                        message,
+                        queue: self.queue.clone(),
+                    }) as Box<dyn Delivery>))
+                }
                 None => Err(BrokerError::new("the subscription was closed")),
             }
         })
