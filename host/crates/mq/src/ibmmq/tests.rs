@@ -771,3 +771,129 @@ async fn a_reply_to_a_queue_that_does_not_exist_is_dropped_and_the_request_commi
     assert!(!f.log.iter().any(|l| l.starts_with("BACK")), "{:?}", f.log);
     assert!(f.queues["DEV.QUEUE.1"].is_empty());
 }
+
+/// The runtime serving what `root` holds (recorded mappings) over the fake.
+fn serve_root(fake: &Shared, root: &std::path::Path) -> MqRuntime {
+    let load = config::load(root);
+    assert!(load.problems.is_empty(), "{:?}", load.problems);
+    let config::ConnectionKind::IbmMq(c) = load.connections[0].kind.clone() else {
+        panic!("not an IBM MQ connection")
+    };
+    let broker = IbmMqBroker::new(mock_mqi(fake), c);
+    let metrics = Arc::new(TransportMetrics::default());
+    MqRuntime::start(
+        &load.connections,
+        vec![Arc::new(broker) as Arc<dyn Broker>],
+        load.mappings
+            .into_iter()
+            .map(|m| (Arc::new(m), Arc::default()))
+            .collect(),
+        move |_| (metrics.clone(), Arc::default()),
+        None,
+        Arc::default(),
+    )
+}
+
+/// A back end on the fake queue manager: takes requests from BACKEND.IN and puts
+/// `echo:<body>` on the fixed queue BACKEND.OUT, its CorrelId the request's MsgId (as
+/// IBM MQ applications answer); it never answers a request containing `IGNORE`.
+fn echo_back_end(fake: &Shared) -> tokio::task::JoinHandle<()> {
+    let fake = fake.clone();
+    tokio::spawn(async move {
+        loop {
+            let next = lock(&fake).queue("BACKEND.IN").pop_front();
+            match next {
+                Some((md, body)) if !String::from_utf8_lossy(&body).contains("IGNORE") => {
+                    let mut r: mq::MQMD = *mqi::types::FORMAT_NONE.into_mqmd();
+                    r.MsgType = 2;
+                    r.MsgId = [0xEE; 24];
+                    r.CorrelId = md.MsgId;
+                    r.Format.copy_from_slice(&chars("MQSTR", 8));
+                    let mut reply = b"echo:".to_vec();
+                    reply.extend_from_slice(&body);
+                    lock(&fake).queue("BACKEND.OUT").push_back((r, reply));
+                }
+                Some(_) => {}
+                None => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played_back() {
+    use crate::record::{Recording, spec};
+    let fake = fake_with_queues(&[
+        "APP.REQUEST",
+        "BACKEND.IN",
+        "BACKEND.OUT",
+        "APP.REPLY",
+        "DEV.DEAD.LETTER.QUEUE",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mq-connections.json"),
+        json!([connection()]).to_string(),
+    )
+    .unwrap();
+    let load = config::load(dir.path());
+    let spec = spec::parse(
+        &json!({"routes": [{"connectionId": "qm1", "listen": "APP.REQUEST", "forward": "BACKEND.IN",
+                            "reply": {"queue": "BACKEND.OUT", "pairBy": "MSGID_TO_CORRELID"}}],
+                "timeoutMilliseconds": 1000}),
+        &load.connections,
+    )
+    .unwrap();
+    let config::ConnectionKind::IbmMq(c) = load.connections[0].kind.clone() else {
+        panic!("not an IBM MQ connection")
+    };
+    let broker: Arc<dyn Broker> = Arc::new(IbmMqBroker::new(mock_mqi(&fake), c));
+    let brokers = HashMap::from([("qm1".to_owned(), broker)]);
+    let echo = echo_back_end(&fake);
+    let recording = Recording::start(dir.path(), spec, &brokers).unwrap();
+    let bodies = ["<order id='1'/>", r#"{"order":2}"#];
+    for (i, b) in bodies.iter().enumerate() {
+        let r = request(7 + i as u8, b, "APP.REPLY");
+        lock(&fake).queue("APP.REQUEST").push_back(r);
+    }
+    let ignored = request(9, "IGNORE me", "APP.REPLY");
+    lock(&fake).queue("APP.REQUEST").push_back(ignored);
+    until(&fake, "both replies", |f| {
+        f.queues.get("APP.REPLY").is_some_and(|q| q.len() == 2)
+    })
+    .await;
+    let recorded: Vec<(mq::MQMD, Vec<u8>)> = lock(&fake).queue("APP.REPLY").drain(..).collect();
+    for (i, (md, body)) in recorded.iter().enumerate() {
+        assert_eq!(body, format!("echo:{}", bodies[i]).as_bytes());
+        assert_eq!(md.CorrelId, [7 + i as u8; 24], "the back end's CorrelId, passed on");
+    }
+    {
+        let f = lock(&fake);
+        let forwarded = f.puts.iter().find(|p| p.queue == "BACKEND.IN").unwrap();
+        assert_eq!(string(&forwarded.md.ReplyToQ), "BACKEND.OUT");
+        assert_eq!(forwarded.md.MsgId, [7; 24], "the request's MsgId kept");
+        assert_eq!(forwarded.md.MsgType, 1, "MQMT_REQUEST");
+    }
+    let summary = recording.stop().await.unwrap();
+    echo.abort();
+    assert_eq!(summary.recorded, 2, "{summary:?}");
+    assert_eq!(summary.timed_out, 1, "{summary:?}");
+    assert!(lock(&fake).queue("APP.REPLY").is_empty(), "nothing for the ignored one");
+
+    // Playback on the recorded mappings, the back end gone.
+    let rt = serve_root(&fake, dir.path());
+    for (i, b) in bodies.iter().enumerate() {
+        let r = request(17 + i as u8, b, "APP.REPLY");
+        lock(&fake).queue("APP.REQUEST").push_back(r);
+    }
+    until(&fake, "both played-back replies", |f| {
+        f.queues.get("APP.REPLY").is_some_and(|q| q.len() == 2)
+    })
+    .await;
+    rt.shutdown().await;
+    let played: Vec<(mq::MQMD, Vec<u8>)> = lock(&fake).queue("APP.REPLY").drain(..).collect();
+    for (i, (md, body)) in played.iter().enumerate() {
+        assert_eq!(body, &recorded[i].1, "the recorded reply");
+        assert_eq!(md.CorrelId, [17 + i as u8; 24], "MSGID_TO_CORRELID, as recorded");
+    }
+}
