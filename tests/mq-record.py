@@ -16,6 +16,7 @@ Exits non-zero when a check fails.
 import asyncio
 import json
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,13 +79,15 @@ def record_then_play(name, root, route_args, ask, back_end):
     files = sorted((root / "mq-mappings").glob("*.json"))
     check(len(files) == 3, f"{name}: one mapping per distinct request (3 of 4), got {len(files)}")
     check("recorded 3 mapping(s)" in out, f"{name}: the summary says 3")
-    serve = start(["serve", "--root-dir", str(root), "--port", "0"], "listening on")
+    serve = start(["serve", "--root-dir", str(root), "--port", "0", "--bind-address", "127.0.0.1"],
+                  "listening on")
     try:
         played = [ask(body, f"play-{i}") for i, body in enumerate(REQUESTS)]
     finally:
         serve.terminate()
         serve.wait(timeout=30)
     check(played == recorded, f"{name}: playback gives the recorded replies")
+    shutil.rmtree(root)
 
 
 # --- RabbitMQ with pika -------------------------------------------------------------

@@ -127,6 +127,8 @@ log "AMQP 1.0 driven by a third-party client (PyPI python-qpid-proton) through R
 log "messages decoy emits (HTTP stubs' and MQ mappings' message listeners, channels/send) consumed by PyPI pika"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check 'pika==1.3.2'
 "$work/venv/bin/python" tests/emit-compat.py target/debug/decoy
+log "MQ record and playback (decoy record-mq) driven by pika, paho-mqtt and nats-py"
+"$work/venv/bin/python" tests/mq-record.py target/debug/decoy
 
 log "the live dashboard in headless Chromium (Selenium from PyPI)"
 need_apt=""
