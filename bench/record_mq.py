@@ -17,6 +17,7 @@ something else runs, are not comparable with the other benchmarks.
 import argparse
 import json
 import pathlib
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -83,6 +84,8 @@ try:
         rec.send_signal(signal.SIGINT)
         out, _ = rec.communicate(timeout=120)
     results["summary"] = out.strip().splitlines()[-1] if out.strip() else ""
+    shutil.rmtree(root)
+    routes.unlink()
 finally:
     responder.terminate()
     responder.wait(timeout=30)

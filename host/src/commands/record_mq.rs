@@ -214,14 +214,15 @@ pub fn run(args: RecordMqArgs) -> anyhow::Result<ExitCode> {
             super::say::notice("WARN", format_args!("note: {n}"));
         }
         super::say::out(format!(
-            "decoy: recorded {} mapping(s) into {} ({} forwarded, {} replies passed on, {} repeats, {} without a reply in time, {} replies unpaired)",
+            "decoy: recorded {} mapping(s) into {} ({} forwarded, {} replies passed on, {} repeats, {} without a reply in time, {} replies unpaired, {} replies for a requester whose reply queue was gone)",
             summary.files.len(),
             root.join("mq-mappings").display(),
             summary.forwarded,
             summary.passed_on,
             summary.repeats,
             summary.timed_out,
-            summary.unpaired
+            summary.unpaired,
+            summary.not_passed_on
         ));
         Ok(ExitCode::SUCCESS)
     })

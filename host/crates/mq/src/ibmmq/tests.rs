@@ -865,7 +865,11 @@ async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played
     let recorded: Vec<(mq::MQMD, Vec<u8>)> = lock(&fake).queue("APP.REPLY").drain(..).collect();
     for (i, (md, body)) in recorded.iter().enumerate() {
         assert_eq!(body, format!("echo:{}", bodies[i]).as_bytes());
-        assert_eq!(md.CorrelId, [7 + i as u8; 24], "the back end's CorrelId, passed on");
+        assert_eq!(
+            md.CorrelId,
+            [7 + i as u8; 24],
+            "the back end's CorrelId, passed on"
+        );
     }
     {
         let f = lock(&fake);
@@ -878,7 +882,10 @@ async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played
     echo.abort();
     assert_eq!(summary.recorded, 2, "{summary:?}");
     assert_eq!(summary.timed_out, 1, "{summary:?}");
-    assert!(lock(&fake).queue("APP.REPLY").is_empty(), "nothing for the ignored one");
+    assert!(
+        lock(&fake).queue("APP.REPLY").is_empty(),
+        "nothing for the ignored one"
+    );
 
     // Playback on the recorded mappings, the back end gone.
     let rt = serve_root(&fake, dir.path());
@@ -894,6 +901,10 @@ async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played
     let played: Vec<(mq::MQMD, Vec<u8>)> = lock(&fake).queue("APP.REPLY").drain(..).collect();
     for (i, (md, body)) in played.iter().enumerate() {
         assert_eq!(body, &recorded[i].1, "the recorded reply");
-        assert_eq!(md.CorrelId, [17 + i as u8; 24], "MSGID_TO_CORRELID, as recorded");
+        assert_eq!(
+            md.CorrelId,
+            [17 + i as u8; 24],
+            "MSGID_TO_CORRELID, as recorded"
+        );
     }
 }

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
 
 use super::book::{Book, Exchange};
 use super::spec::{RecordSpec, ReplyMode, Route};
@@ -79,12 +80,22 @@ pub fn excerpt(body: &[u8]) -> String {
     }
 }
 
-/// Sends `message` to `to`, with a sender that is (re)opened as needed; retries a
-/// failed send with back-off until it is done, the destination does not exist
-/// (`Ok(false)`), or `stop`.
+/// Forwards (or replies passed on) one route has in flight at once: a publisher
+/// confirm is a broker round trip, and waiting for each in turn would cap a route at
+/// one message per round trip.
+const IN_FLIGHT: usize = 32;
+
+/// A route's sender, shared by the sends in flight, opened again after a failure.
+#[derive(Default)]
+struct SharedSender {
+    slot: tokio::sync::Mutex<Option<Arc<dyn Sender>>>,
+}
+
+/// Sends `message` to `to`; retries a failed send with back-off (a new sender) until
+/// it is done, the destination does not exist (`Some(false)`), or `stop` (`None`).
 async fn send(
     t: &RouteTasks,
-    sender: &mut Option<Box<dyn Sender>>,
+    shared: &SharedSender,
     to: &Destination,
     message: &Message,
     what: &str,
@@ -92,20 +103,29 @@ async fn send(
 ) -> Option<bool> {
     let mut backoff = Backoff::default();
     loop {
-        if sender.is_none() {
-            match t.broker.sender(t.index).await {
-                Ok(s) => *sender = Some(s),
-                Err(e) => {
-                    t.trouble.failed(what, &e, None);
-                    if pause(backoff.next_pause(), stop).await {
-                        return None;
-                    }
-                    continue;
-                }
+        let sender = {
+            // Opening is serialised, so a failure opens one sender, not one per send.
+            let mut slot = shared.slot.lock().await;
+            match &*slot {
+                Some(s) => Ok(s.clone()),
+                None => t.broker.sender(t.index).await.map(|s| {
+                    let s: Arc<dyn Sender> = Arc::from(s);
+                    *slot = Some(s.clone());
+                    s
+                }),
             }
-        }
-        let Some(s) = sender.as_ref() else { continue };
-        match s.send(to, message.clone()).await {
+        };
+        let sender = match sender {
+            Ok(s) => s,
+            Err(e) => {
+                t.trouble.failed(what, &e, None);
+                if pause(backoff.next_pause(), stop).await {
+                    return None;
+                }
+                continue;
+            }
+        };
+        match sender.send(to, message.clone()).await {
             Ok(Put::Done) => {
                 t.trouble.ok(what);
                 return Some(true);
@@ -113,7 +133,11 @@ async fn send(
             Ok(Put::NoSuchQueue) => return Some(false),
             Err(e) => {
                 t.trouble.failed(what, &e, None);
-                *sender = None;
+                let mut slot = shared.slot.lock().await;
+                if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &sender)) {
+                    *slot = None;
+                }
+                drop(slot);
                 if pause(backoff.next_pause(), stop).await {
                     return None;
                 }
@@ -122,12 +146,61 @@ async fn send(
     }
 }
 
+/// Sends in flight on one of a route's loops, at most [`IN_FLIGHT`].
+struct InFlight {
+    set: JoinSet<()>,
+    room: Arc<Semaphore>,
+}
+
+impl InFlight {
+    fn new() -> InFlight {
+        InFlight {
+            set: JoinSet::new(),
+            room: Arc::new(Semaphore::new(IN_FLIGHT)),
+        }
+    }
+
+    /// Runs `job` once there is room (`false`: stopping first).
+    async fn spawn(
+        &mut self,
+        job: impl std::future::Future<Output = ()> + Send + 'static,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
+        while self.set.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            p = self.room.clone().acquire_owned() => p.ok(),
+            _ = stop.wait_for(|s| *s) => None,
+        };
+        let Some(permit) = permit else { return false };
+        self.set.spawn(async move {
+            job.await;
+            drop(permit);
+        });
+        true
+    }
+
+    /// Waits for the sends in flight (they end promptly once stopping).
+    async fn finish(mut self) {
+        while self.set.join_next().await.is_some() {}
+    }
+}
+
 /// Forwards requests, until `stop`.
-pub async fn requests(t: Arc<RouteTasks>, mut stop: watch::Receiver<bool>) {
+pub async fn requests(t: Arc<RouteTasks>, stop: watch::Receiver<bool>) {
+    let mut flight = InFlight::new();
+    receive_requests(&t, stop, &mut flight).await;
+    flight.finish().await;
+}
+
+async fn receive_requests(
+    t: &Arc<RouteTasks>,
+    mut stop: watch::Receiver<bool>,
+    flight: &mut InFlight,
+) {
     let route = t.route();
     let receiving = format!("receiving requests from {}", route.listen);
-    let forwarding = format!("forwarding to {}", route.forward);
-    let mut sender = None;
+    let forwarding: Arc<str> = format!("forwarding to {}", route.forward).into();
+    let sender = Arc::new(SharedSender::default());
     let mut point_rx = t.point.subscribe();
     let mut backoff = Backoff::default();
     'connect: loop {
@@ -178,12 +251,13 @@ pub async fn requests(t: Arc<RouteTasks>, mut stop: watch::Receiver<bool>) {
                 }
             };
             if !forward(
-                &t,
+                t,
                 delivery,
-                &mut sender,
+                &sender,
                 &mut point_rx,
                 &forwarding,
                 &mut stop,
+                flight,
             )
             .await
             {
@@ -195,12 +269,13 @@ pub async fn requests(t: Arc<RouteTasks>, mut stop: watch::Receiver<bool>) {
 
 /// Forwards one request; `false` when stopping.
 async fn forward(
-    t: &RouteTasks,
+    t: &Arc<RouteTasks>,
     delivery: Box<dyn Delivery>,
-    sender: &mut Option<Box<dyn Sender>>,
+    sender: &Arc<SharedSender>,
     point_rx: &mut watch::Receiver<Option<ReplyPoint>>,
-    forwarding: &str,
+    forwarding: &Arc<str>,
     stop: &mut watch::Receiver<bool>,
+    flight: &mut InFlight,
 ) -> bool {
     let route = t.route();
     let request = delivery.message().clone();
@@ -254,51 +329,73 @@ async fn forward(
     let key = t.key(&id);
     t.book
         .wait_for(key.clone(), t.index, request, t.spec.timeout, permits);
-    match send(t, sender, &route.forward, &out, forwarding, stop).await {
-        Some(true) => {
-            t.book.counts.forwarded.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = delivery.settle(Settle::Ack).await {
-                tracing::warn!(
-                    "route {}: acknowledging a forwarded request failed: {e}",
-                    t.index
-                );
+    let (t, sender, forwarding, mut job_stop) =
+        (t.clone(), sender.clone(), forwarding.clone(), stop.clone());
+    let job = async move {
+        let route = t.route();
+        match send(
+            &t,
+            &sender,
+            &route.forward,
+            &out,
+            &forwarding,
+            &mut job_stop,
+        )
+        .await
+        {
+            Some(true) => {
+                t.book.counts.forwarded.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = delivery.settle(Settle::Ack).await {
+                    tracing::warn!(
+                        "route {}: acknowledging a forwarded request failed: {e}",
+                        t.index
+                    );
+                }
             }
-            true
+            Some(false) => {
+                t.book.take(&key);
+                t.book.counts.not_forwarded.fetch_add(1, Ordering::Relaxed);
+                let line = format!(
+                    "route {}: {} does not exist on connection {:?}: the request goes back to {} ({})",
+                    t.index,
+                    route.forward,
+                    route.connection_id,
+                    route.listen,
+                    t.broker.how_to_create(&route.forward.name)
+                );
+                tracing::warn!("{line}");
+                t.book.note(line);
+                pause(Duration::from_secs(1), &mut job_stop).await;
+                let _ = delivery.settle(Settle::Requeue).await;
+            }
+            None => {
+                t.book.take(&key);
+                let _ = delivery.settle(Settle::Requeue).await;
+            }
         }
-        Some(false) => {
-            t.book.take(&key);
-            t.book.counts.not_forwarded.fetch_add(1, Ordering::Relaxed);
-            let line = format!(
-                "route {}: {} does not exist on connection {:?}: the request goes back to {} ({})",
-                t.index,
-                route.forward,
-                route.connection_id,
-                route.listen,
-                t.broker.how_to_create(&route.forward.name)
-            );
-            tracing::warn!("{line}");
-            t.book.note(line);
-            let stopping = pause(Duration::from_secs(1), stop).await;
-            let _ = delivery.settle(Settle::Requeue).await;
-            !stopping
-        }
-        None => {
-            t.book.take(&key);
-            let _ = delivery.settle(Settle::Requeue).await;
-            false
-        }
-    }
+    };
+    flight.spawn(job, stop).await
 }
 
 /// Pairs replies and passes them on, until `stop`.
-pub async fn replies(t: Arc<RouteTasks>, mut stop: watch::Receiver<bool>) {
+pub async fn replies(t: Arc<RouteTasks>, stop: watch::Receiver<bool>) {
+    let mut flight = InFlight::new();
+    receive_replies(&t, stop, &mut flight).await;
+    flight.finish().await;
+}
+
+async fn receive_replies(
+    t: &Arc<RouteTasks>,
+    mut stop: watch::Receiver<bool>,
+    flight: &mut InFlight,
+) {
     let route = t.route();
     let receiving = match &route.reply {
         ReplyMode::ReplyTo => format!("receiving replies for {}", route.forward),
         ReplyMode::Fixed { queue, .. } => format!("receiving replies from {queue}"),
     };
-    let passing = "passing replies on".to_owned();
-    let mut sender = None;
+    let passing: Arc<str> = "passing replies on".into();
+    let sender = Arc::new(SharedSender::default());
     let mut backoff = Backoff::default();
     'connect: loop {
         if *stop.borrow() {
@@ -360,12 +457,13 @@ pub async fn replies(t: Arc<RouteTasks>, mut stop: watch::Receiver<bool>) {
                 }
             };
             if !pass_on(
-                &t,
+                t,
                 point.as_ref(),
                 delivery,
-                &mut sender,
+                &sender,
                 &passing,
                 &mut stop,
+                flight,
             )
             .await
             {
@@ -377,12 +475,13 @@ pub async fn replies(t: Arc<RouteTasks>, mut stop: watch::Receiver<bool>) {
 
 /// Pairs one reply and passes it on; `false` when stopping.
 async fn pass_on(
-    t: &RouteTasks,
+    t: &Arc<RouteTasks>,
     point: Option<&ReplyPoint>,
     delivery: Box<dyn Delivery>,
-    sender: &mut Option<Box<dyn Sender>>,
-    passing: &str,
+    sender: &Arc<SharedSender>,
+    passing: &Arc<str>,
     stop: &mut watch::Receiver<bool>,
+    flight: &mut InFlight,
 ) -> bool {
     let route = t.route();
     let reply = delivery.message().clone();
@@ -400,7 +499,7 @@ async fn pass_on(
         (ReplyMode::Fixed { .. }, _) => reply.correlation_id.as_deref().map(hex),
     };
     let key = id.as_deref().map(|id| t.key(id));
-    let Some((key, pending)) = key.and_then(|k| t.book.take(&k).map(|p| (k, p))) else {
+    let Some(pending) = key.and_then(|k| t.book.take(&k)) else {
         t.book.counts.unpaired.fetch_add(1, Ordering::Relaxed);
         let line = format!(
             "route {}: a reply {} pairs with no request waiting (it came too late, or not for a request decoy forwarded): refused, not recorded",
@@ -468,30 +567,32 @@ async fn pass_on(
         let _ = delivery.settle(Settle::Ack).await;
         return true;
     };
-    match send(t, sender, &to, &out, passing, stop).await {
-        Some(true) => {
-            t.book.counts.passed_on.fetch_add(1, Ordering::Relaxed);
-            t.book.record(exchange);
-            let _ = delivery.settle(Settle::Ack).await;
-            true
+    let (t, sender, passing, mut job_stop) =
+        (t.clone(), sender.clone(), passing.clone(), stop.clone());
+    let job = async move {
+        match send(&t, &sender, &to, &out, &passing, &mut job_stop).await {
+            Some(true) => {
+                t.book.counts.passed_on.fetch_add(1, Ordering::Relaxed);
+                t.book.record(exchange);
+                let _ = delivery.settle(Settle::Ack).await;
+            }
+            Some(false) => {
+                t.book.counts.not_passed_on.fetch_add(1, Ordering::Relaxed);
+                let line = format!(
+                    "route {}: the requester's reply queue {to} does not exist: a reply was recorded but not passed on",
+                    t.index
+                );
+                tracing::warn!("{line}");
+                t.book.note(line);
+                t.book.record(exchange);
+                let _ = delivery.settle(Settle::Ack).await;
+            }
+            None => {
+                // Stopping: the reply stays on its queue; its request is not waited for.
+                drop(pending);
+                let _ = delivery.settle(Settle::Requeue).await;
+            }
         }
-        Some(false) => {
-            t.book.counts.not_passed_on.fetch_add(1, Ordering::Relaxed);
-            let line = format!(
-                "route {}: the requester's reply queue {to} does not exist: a reply was recorded but not passed on",
-                t.index
-            );
-            tracing::warn!("{line}");
-            t.book.note(line);
-            t.book.record(exchange);
-            let _ = delivery.settle(Settle::Ack).await;
-            true
-        }
-        None => {
-            // Stopping: the reply stays on its queue, the request waits no more.
-            drop(key);
-            let _ = delivery.settle(Settle::Requeue).await;
-            false
-        }
-    }
+    };
+    flight.spawn(job, stop).await
 }
