@@ -38,6 +38,7 @@ use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use super::config::AmqpConfig;
+use super::transport::PrivateReplies;
 use super::transport::{
     BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, ReplyPoint,
     Sender, Settle,
@@ -451,10 +452,7 @@ impl Broker for AmqpBroker {
 
     /// A server-named, exclusive, auto-deleted queue (what RPC clients declare for
     /// their replies): RabbitMQ deletes it when its channel closes.
-    fn private_replies(
-        &self,
-        index: usize,
-    ) -> BoxFuture<'_, Result<(ReplyPoint, Box<dyn Receiver>), BrokerError>> {
+    fn private_replies(&self, index: usize) -> BoxFuture<'_, Result<PrivateReplies, BrokerError>> {
         Box::pin(async move {
             let channel = self.channel(&self.read, index).await?;
             let declared = channel

@@ -199,6 +199,9 @@ impl ReplyPoint {
     }
 }
 
+/// A reply destination of decoy's own and the receiver on it.
+pub type PrivateReplies = (ReplyPoint, Box<dyn Receiver>);
+
 /// One configured broker connection (with its pools).
 pub trait Broker: Send + Sync {
     /// A human-readable name for logs (`amqp://127.0.0.1:5672/%2f`, no password).
@@ -230,10 +233,7 @@ pub trait Broker: Send + Sync {
     /// decoy, which passes it on to the requester. It lasts as long as the receiver
     /// (an exclusive queue, a subscription). A broker that has none says so; a
     /// recording then names a fixed reply queue.
-    fn private_replies(
-        &self,
-        index: usize,
-    ) -> BoxFuture<'_, Result<(ReplyPoint, Box<dyn Receiver>), BrokerError>> {
+    fn private_replies(&self, index: usize) -> BoxFuture<'_, Result<PrivateReplies, BrokerError>> {
         let _ = index;
         Box::pin(async move {
             Err(BrokerError::new(format!(

@@ -41,6 +41,7 @@ use tokio::task::JoinHandle;
 use self::client::{Client, Event, Raw, Refused};
 use self::config::MqttConfig;
 use super::config::{Connection, ConnectionKind, MqMapping};
+use super::transport::PrivateReplies;
 use super::transport::{
     BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, ReplyPoint,
     Sender, Settle,
@@ -303,10 +304,7 @@ impl Broker for MqttBroker {
     /// `+` on a clean session (nothing is left on the broker once it ends): each
     /// forwarded request names `.../<token>` as its response topic (MQTT 5), so a
     /// reply is paired by the topic it comes on.
-    fn private_replies(
-        &self,
-        index: usize,
-    ) -> BoxFuture<'_, Result<(ReplyPoint, Box<dyn Receiver>), BrokerError>> {
+    fn private_replies(&self, index: usize) -> BoxFuture<'_, Result<PrivateReplies, BrokerError>> {
         Box::pin(async move {
             let base = format!(
                 "{}/replies/{}",

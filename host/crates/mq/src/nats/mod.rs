@@ -39,6 +39,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use self::config::{JetStreamSource, NatsAuth, NatsConfig};
 use super::config::MqMapping;
 use super::retry::{BACKOFF_MAX, BACKOFF_START};
+use super::transport::PrivateReplies;
 use super::transport::{
     BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, ReplyPoint,
     Sender, Settle,
@@ -319,10 +320,7 @@ impl Broker for NatsBroker {
     /// An inbox of decoy's own (`_INBOX.<id>`), subscribed with a wildcard: each
     /// forwarded request names `_INBOX.<id>.<token>`, as `nc.request()` gives each
     /// request an inbox, so a back end needs no header to be paired.
-    fn private_replies(
-        &self,
-        index: usize,
-    ) -> BoxFuture<'_, Result<(ReplyPoint, Box<dyn Receiver>), BrokerError>> {
+    fn private_replies(&self, index: usize) -> BoxFuture<'_, Result<PrivateReplies, BrokerError>> {
         Box::pin(async move {
             let client = self.client(&self.read, index).await?;
             let inbox = client.new_inbox();
