@@ -713,7 +713,7 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
         // The request side: the messages so far, then the client's as they come, each
         // also kept as JSON for the record.
         let (up_tx, up_rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
-        let requests = Arc::new(std::sync::Mutex::new(so_far.json));
+        let requests = Arc::new(std::sync::Mutex::new(Kept::of(so_far.json)));
         let input = call.method.input();
         let kept = requests.clone();
         let pump = tokio::spawn(async move {
@@ -765,7 +765,7 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
         };
         let (parts, mut body) = upstream.into_parts();
         let head_meta = upstream_metadata(&parts.headers);
-        let mut answers: Vec<String> = Vec::new();
+        let mut answers = Kept::default();
         let mut trailer_meta: Meta = Vec::new();
         let end = if parts.status != http::StatusCode::OK {
             let (code, _) = status::from_http(parts.status.as_u16()).unwrap_or((Code::UNKNOWN, ""));
@@ -865,15 +865,25 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
 
         // The record, in the stub format.
         let requests = std::mem::take(&mut *requests.lock().unwrap_or_else(|e| e.into_inner()));
+        for (what, kept) in [("request", &requests), ("answer", &answers)] {
+            if kept.dropped > 0 {
+                tracing::warn!(
+                    "the journal keeps the first {} {what} messages of a proxied call of {} ({} more were forwarded, not kept)",
+                    kept.json.len(),
+                    call.path,
+                    kept.dropped
+                );
+            }
+        }
         let request_body = if call.method.is_client_streaming() {
-            format!("[{}]", requests.join(","))
+            format!("[{}]", requests.json.join(","))
         } else {
-            requests.into_iter().next().unwrap_or_default()
+            requests.json.into_iter().next().unwrap_or_default()
         };
         let answer_body = if call.method.is_server_streaming() {
-            format!("[{}]", answers.join(","))
+            format!("[{}]", answers.json.join(","))
         } else {
-            answers.into_iter().next().unwrap_or_default()
+            answers.json.into_iter().next().unwrap_or_default()
         };
         let mut headers = head_meta;
         for (k, v) in &trailer_meta {
@@ -953,6 +963,39 @@ impl SoFar {
         }
         s.push(']');
         s
+    }
+}
+
+/// The messages of a proxied call kept for its record: the first
+/// [`SO_FAR_MESSAGES`] (and [`SO_FAR_BYTES`] of JSON); the rest are forwarded and
+/// counted, not kept, so a long-lived stream costs bounded memory.
+#[derive(Debug, Default)]
+struct Kept {
+    json: Vec<String>,
+    bytes: usize,
+    dropped: usize,
+}
+
+impl Kept {
+    fn of(json: Vec<String>) -> Self {
+        let bytes = json.iter().map(String::len).sum();
+        Kept {
+            json,
+            bytes,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, json: String) {
+        if self.dropped > 0
+            || self.json.len() >= SO_FAR_MESSAGES
+            || self.bytes + json.len() > SO_FAR_BYTES
+        {
+            self.dropped += 1;
+            return;
+        }
+        self.bytes += json.len();
+        self.json.push(json);
     }
 }
 
@@ -1377,5 +1420,41 @@ fn hand_off<W: WebhookSink>(
             resp.map(|b| b.then(done))
         }
         None => resp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxied_calls_record_keeps_a_bounded_number_of_messages() {
+        let mut k = Kept::default();
+        for i in 0..SO_FAR_MESSAGES + 5 {
+            k.push(format!("{{\"n\": {i}}}"));
+        }
+        assert_eq!(k.json.len(), SO_FAR_MESSAGES);
+        assert_eq!(k.dropped, 5);
+        let mut k = Kept::default();
+        k.push("x".repeat(SO_FAR_BYTES));
+        k.push("y".into());
+        k.push("z".into());
+        assert_eq!((k.json.len(), k.dropped), (1, 2));
+    }
+
+    #[test]
+    fn a_streams_messages_so_far_are_bounded_and_then_matched_alone() {
+        let mut s = SoFar::default();
+        for i in 0..SO_FAR_MESSAGES {
+            s.push(Bytes::new(), format!("{i}"));
+        }
+        assert!(s.complete);
+        assert_eq!(
+            s.array().len(),
+            s.json.iter().map(|j| j.len() + 1).sum::<usize>() + 1
+        );
+        s.push(Bytes::new(), "last".into());
+        assert!(!s.complete);
+        assert_eq!(s.json, ["last"]);
     }
 }
