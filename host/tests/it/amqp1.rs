@@ -454,3 +454,89 @@ async fn a_broker_down_at_start_is_retried_and_served_once_it_is_up_steps() {
     drop(c);
     drop_queues(&ch, &[req_q, reply_q, lost_q]).await;
 }
+
+#[tokio::test]
+async fn a_missing_queue_is_said_once_with_how_to_create_it_and_the_other_mappings_go_on() {
+    within(
+        Duration::from_secs(240),
+        a_missing_queue_is_said_once_with_how_to_create_it_and_the_other_mappings_go_on_steps(),
+    )
+    .await;
+}
+
+async fn a_missing_queue_is_said_once_with_how_to_create_it_and_the_other_mappings_go_on_steps() {
+    use crate::amqp_connections::{exit_within, lines_with, serve, sigterm};
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_conn, ch) = channel().await;
+    let [req_q, reply_q, lost_q] = queues(&ch).await;
+    let missing_q = crate::amqp::unique("missing");
+    // One read connection, so the missing queue's receivers share it with the
+    // mapping whose queue exists.
+    let dir = root(&req_q, &lost_q, json!({"readConnectionsToOpen": 1}));
+    std::fs::write(
+        dir.path().join("mq-mappings/missing.json"),
+        json!({"mappingId": "amqp1-missing",
+               "request": {"destination": format!("/amq/queue/{missing_q}")},
+               "response": {"text": "found"},
+               "receiveThreads": 3})
+        .to_string(),
+    )
+    .unwrap();
+    let (mut child, stderr) = serve(dir.path());
+    let said = |n: &str| lines_with(&stderr.lock().unwrap(), n);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while said("does not exist") == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The other mapping, on the same connection, answers while the missing queue's
+    // receivers retry.
+    let mut c = client(&req_q, &reply_q).await;
+    for i in 0..20 {
+        c.sender
+            .send(request(
+                &format!("<quoteRequest id='{i}'><symbol>ACME</symbol></quoteRequest>"),
+                &reply_q,
+                Some(MessageId::String(format!("m-{i}"))),
+                None,
+                &[("channel", "web")],
+            ))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let got = replies(&mut c, 20, Duration::from_secs(60)).await;
+    let log = stderr.lock().unwrap().clone();
+    assert_eq!(
+        got.len(),
+        20,
+        "answered while the other queue is missing\n{log}"
+    );
+    sigterm(&child);
+    let status = exit_within(&mut child, Duration::from_secs(40));
+    drop(c);
+    drop_queues(&ch, &[req_q, reply_q, lost_q]).await;
+    let log = stderr.lock().unwrap().clone();
+    assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
+    let missing: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("does not exist"))
+        .collect();
+    assert_eq!(
+        missing.len(),
+        1,
+        "said once, for 3 receivers retrying:\n{log}"
+    );
+    for part in [
+        format!("queue \"/amq/queue/{missing_q}\" does not exist"),
+        "mapping mq-mappings/missing.json [0] (id amqp1-missing) listens on it".to_owned(),
+        format!("listen on \"/queue/{missing_q}\", which the broker declares"),
+    ] {
+        assert!(
+            missing[0].contains(&part),
+            "{part:?} not in {:?}",
+            missing[0]
+        );
+    }
+    // Said as a missing queue, not as an attach the broker never answered.
+    assert_eq!(lines_with(&log, "no answer to the attach"), 0, "{log}");
+}

@@ -81,7 +81,7 @@ fn mq_root(data: serde_json::Value, queue: &str, receivers: usize) -> tempfile::
 
 /// `decoy serve` on port 0 for `root`; returns once it printed its ready line. Its
 /// stderr is collected in the background.
-fn serve(root: &std::path::Path) -> (Child, Arc<Mutex<String>>) {
+pub(crate) fn serve(root: &std::path::Path) -> (Child, Arc<Mutex<String>>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_decoy"))
         .args([
             "serve",
@@ -127,13 +127,13 @@ fn threads_and_fds(pid: u32) -> (usize, usize) {
     )
 }
 
-fn sigterm(child: &Child) {
+pub(crate) fn sigterm(child: &Child) {
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
 }
 
 /// Waits up to `bound` for `child` to exit; kills it and returns `None` past it.
-fn exit_within(child: &mut Child, bound: Duration) -> Option<std::process::ExitStatus> {
+pub(crate) fn exit_within(child: &mut Child, bound: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + bound;
     while Instant::now() < deadline {
         if let Some(status) = child.try_wait().unwrap() {
@@ -146,7 +146,7 @@ fn exit_within(child: &mut Child, bound: Duration) -> Option<std::process::ExitS
     None
 }
 
-fn lines_with(text: &str, needle: &str) -> usize {
+pub(crate) fn lines_with(text: &str, needle: &str) -> usize {
     text.lines().filter(|l| l.contains(needle)).count()
 }
 

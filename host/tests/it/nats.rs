@@ -102,7 +102,7 @@ pub(crate) fn root(nats_url: &str, p: &str, stream: Option<&str>) -> tempfile::T
                 "request": {"destination": {"name": format!("{p}.quote.*"), "type": "TOPIC"},
                             "bodyMatcher": {"matchesJsonPath": "$[?(@.symbol == 'ACME')]"},
                             "headers": {"channel": {"equalTo": "web"}}},
-                "response": {"text": "{\"id\": {{jsonPath request.body '$.id'}}, \"price\": 42}",
+                "response": {"text": "{\"id\": {{jsonPath request.body '$.id'}}, \"price\": 42, \"subject\": \"{{request.destination}}\"}",
                              "properties": {"served-by": "decoy", "echo": "{{request.headers.channel}}"},
                              "transformers": ["response-template"]},
                 "receiveThreads": 3,
@@ -210,6 +210,9 @@ async fn core_requests_get_their_replies_with_headers_wildcards_and_unmatched_ha
         let (i, reply) = r.unwrap();
         let body: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
         assert_eq!(body["id"], i, "{body}");
+        // `{{request.destination}}` is the subject the request came on, not the
+        // mapping's wildcard.
+        assert_eq!(body["subject"], format!("{p}.quote.{}", i % 7), "{body}");
         let h = reply.headers.expect("reply headers");
         assert_eq!(h.get("served-by").map(|v| v.as_str()), Some("decoy"));
         assert_eq!(h.get("echo").map(|v| v.as_str()), Some("web"));

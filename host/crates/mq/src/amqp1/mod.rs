@@ -13,7 +13,10 @@
 //!   released (the broker delivers it again) after a failed reply, rejected for an
 //!   unmatched message when the connection says `reject`. One task owns the link
 //!   ([`link_task`]): it receives and settles in turn, because fe2o3's receiving
-//!   link is one object that both need.
+//!   link is one object that both need. Each receiving link has a session of its own
+//!   on the pooled connection: RabbitMQ answers an attach to a queue that does not
+//!   exist by ending the session (`amqp:not-found`), which is then said once as a
+//!   missing queue, and leaves the other receivers' links alone.
 //! - A sender keeps a sending link per reply address (at most [`LINKS_PER_SENDER`],
 //!   the least recently used closed first), sends unsettled and waits for the
 //!   broker's outcome: only `accepted` counts as sent.
@@ -259,14 +262,34 @@ impl Broker for Amqp1Broker {
             let (slot, n) = self.read_slot(index);
             let mut guard = self.session(slot, "read", n).await?;
             let pooled = guard.as_mut().ok_or_else(no_connection)?;
+            // A session of its own: RabbitMQ refuses an attach to a node that does not
+            // exist by ending the session, which would end the other links on it too.
+            let mut session =
+                match tokio::time::timeout(BROKER_TIMEOUT, Session::begin(&mut pooled.connection))
+                    .await
+                {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        *guard = None;
+                        return Err(err("cannot begin a session", e));
+                    }
+                    Err(_) => {
+                        *guard = None;
+                        return Err(BrokerError::new(format!(
+                            "cannot begin a session: no answer in {BROKER_TIMEOUT:?}"
+                        )));
+                    }
+                };
+            drop(guard);
             let attach = fe2o3_amqp::Receiver::builder()
                 .name(format!("decoy-receiver-{index}-{}", uuid::Uuid::new_v4()))
                 .source(Source::builder().address(addr.clone()).build())
                 .receiver_settle_mode(ReceiverSettleMode::First)
                 .credit_mode(CreditMode::Auto(self.config.prefetch))
                 .auto_accept(false)
-                .attach(&mut pooled.session);
-            let link = match tokio::time::timeout(BROKER_TIMEOUT, attach).await {
+                .attach(&mut session);
+            let attached = tokio::time::timeout(BROKER_TIMEOUT, attach).await;
+            let link = match attached {
                 Ok(Ok(link)) => link,
                 Ok(Err(e)) => {
                     if not_found(&e) {
@@ -278,18 +301,16 @@ impl Broker for Amqp1Broker {
                     return Err(err(&format!("cannot receive from {addr:?}"), e));
                 }
                 Err(_) => {
-                    // A broker that does not answer an attach (RabbitMQ, for a
-                    // source it refused) is not trusted with the next one.
-                    *guard = None;
+                    // The session ended (dropping it says so to the broker): a broker
+                    // that ended it without a word is not asked on it again.
                     return Err(BrokerError::new(format!(
                         "cannot receive from {addr:?}: no answer to the attach in {BROKER_TIMEOUT:?} (does the address exist?)"
                     )));
                 }
             };
-            drop(guard);
             let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
             let (settle, commands) = mpsc::unbounded_channel();
-            tokio::spawn(link_task(link, deliveries_tx, commands));
+            tokio::spawn(link_task(session, link, deliveries_tx, commands));
             Ok(Box::new(Amqp1Receiver {
                 deliveries,
                 settle,
@@ -364,6 +385,7 @@ struct Command {
 /// delivery it handed out are gone (or [`LINGER`] after the receiver went), then
 /// closes the link.
 async fn link_task(
+    mut session: SessionHandle<()>,
     mut link: fe2o3_amqp::Receiver,
     deliveries: mpsc::UnboundedSender<Received>,
     mut commands: mpsc::UnboundedReceiver<Command>,
@@ -395,6 +417,7 @@ async fn link_task(
     };
     let _ = tokio::time::timeout(LINGER, linger).await;
     let _ = tokio::time::timeout(BROKER_TIMEOUT, link.close()).await;
+    let _ = tokio::time::timeout(BROKER_TIMEOUT, session.end()).await;
 }
 
 async fn settle_one(link: &fe2o3_amqp::Receiver, c: Command) {

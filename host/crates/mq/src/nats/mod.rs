@@ -584,6 +584,9 @@ fn from_nats(m: &async_nats::Message, stored: bool) -> Message {
         format: None,
         message_type: None,
         persistent: stored,
+        // The subject it came on: `{{request.destination}}` for a mapping whose subject
+        // has wildcards, and the journal's destination.
+        topic: Some(m.subject.as_str().to_owned()),
         ..Message::default()
     }
 }
@@ -651,6 +654,7 @@ mod tests {
         };
         let core = from_nats(&m, false);
         assert_eq!(core.reply_to.as_deref(), Some("_INBOX.x"));
+        assert_eq!(core.topic.as_deref(), Some("orders.new"));
         assert_eq!(core.message_id.as_deref(), Some(&b"m-1"[..]));
         assert!(!core.persistent);
         let kinds: Vec<&str> = core
