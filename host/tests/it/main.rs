@@ -15,6 +15,7 @@ mod amqp;
 mod amqp1;
 mod amqp_connections;
 mod amqp_restart;
+mod broker_auth;
 mod cli;
 mod dashboard;
 mod emitted_messages;

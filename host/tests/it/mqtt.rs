@@ -25,23 +25,23 @@ fn host_port(url: &str) -> (String, u16) {
     (h.to_owned(), p.parse().unwrap())
 }
 
-fn base() -> String {
+pub(crate) fn base() -> String {
     format!("decoy-test/{}", uuid::Uuid::new_v4().simple())
 }
 
 /// A received message: topic, body, correlation data, user properties, retain flag.
 #[derive(Debug, Clone)]
-struct Got {
-    topic: String,
-    body: String,
-    correlation: Option<Bytes>,
-    properties: Vec<(String, String)>,
-    qos: u8,
+pub(crate) struct Got {
+    pub(crate) topic: String,
+    pub(crate) body: String,
+    pub(crate) correlation: Option<Bytes>,
+    pub(crate) properties: Vec<(String, String)>,
+    pub(crate) qos: u8,
 }
 
 /// An MQTT 5 client as the system under test: publishes requests, receives on the
 /// topics it subscribed to.
-struct Client5 {
+pub(crate) struct Client5 {
     client: v5::AsyncClient,
     got: mpsc::UnboundedReceiver<Got>,
     task: tokio::task::JoinHandle<()>,
@@ -55,7 +55,7 @@ impl Drop for Client5 {
 
 impl Client5 {
     /// Connected and subscribed to `topics` (each SUBACK seen).
-    async fn connect(url: &str, id: &str, clean: bool, topics: &[&str]) -> Client5 {
+    pub(crate) async fn connect(url: &str, id: &str, clean: bool, topics: &[&str]) -> Client5 {
         let (host, port) = host_port(url);
         let mut o = v5::MqttOptions::new(id, host, port);
         o.set_keep_alive(Duration::from_secs(10))
@@ -116,7 +116,7 @@ impl Client5 {
         Client5 { client, got, task }
     }
 
-    async fn request(
+    pub(crate) async fn request(
         &self,
         topic: &str,
         body: &str,
@@ -140,7 +140,7 @@ impl Client5 {
             .unwrap();
     }
 
-    async fn next(&mut self, wait: Duration) -> Option<Got> {
+    pub(crate) async fn next(&mut self, wait: Duration) -> Option<Got> {
         tokio::time::timeout(wait, self.got.recv())
             .await
             .ok()
@@ -149,7 +149,11 @@ impl Client5 {
 
     /// Replies until every correlation in `want` is seen (or `wait` passes); the
     /// replies by correlation.
-    async fn collect(&mut self, want: usize, wait: Duration) -> HashMap<String, Vec<Got>> {
+    pub(crate) async fn collect(
+        &mut self,
+        want: usize,
+        wait: Duration,
+    ) -> HashMap<String, Vec<Got>> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut seen: HashMap<String, Vec<Got>> = HashMap::new();
         while seen.len() < want {
@@ -170,7 +174,7 @@ impl Client5 {
     }
 }
 
-fn connection(id: &str, url: &str, extra: serde_json::Value) -> String {
+pub(crate) fn connection(id: &str, url: &str, extra: serde_json::Value) -> String {
     let mut data = json!({"type": "mqtt", "uri": url});
     data.as_object_mut()
         .unwrap()
@@ -180,7 +184,7 @@ fn connection(id: &str, url: &str, extra: serde_json::Value) -> String {
 
 /// Publishes a probe until decoy answers it: decoy subscribes in the background once
 /// serving starts, and a publication made before that reaches nobody.
-async fn until_served(c: &mut Client5, topic: &str, reply: &str) {
+pub(crate) async fn until_served(c: &mut Client5, topic: &str, reply: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         c.request(topic, "probe", QoS::AtLeastOnce, Some(reply), "probe", &[])

@@ -1,0 +1,396 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! TLS and credentials against brokers the tests start themselves (never the
+//! machine's shared ones): a private Mosquitto with a TLS listener that wants a user
+//! from its password file, and private nats-servers, one with TLS and users, one
+//! with a token. The certificates are made for the test with the `openssl` CLI (a
+//! CA and a server certificate for 127.0.0.1), and decoy trusts them through
+//! `caFile` / `tlsCaFile`. Each broker is also given wrong credentials by a second
+//! connection, which must be refused and said, naming the connection.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rumqttc::v5::mqttbytes::QoS;
+use serde_json::json;
+
+use crate::amqp_connections::{exit_within, serve, sigterm};
+
+/// The test's CA and a server certificate for 127.0.0.1 signed by it.
+struct Certificates {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn run(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `None` (the test says it skipped) when the `openssl` CLI is missing.
+fn certificates(dir: &Path) -> Option<Certificates> {
+    let p = |f: &str| dir.join(f);
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    if !run(Command::new("openssl")
+        .args(["req", "-x509", "-days", "2", "-subj", "/CN=decoy test CA"])
+        .args(ec)
+        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+        .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        .arg("-keyout")
+        .arg(p("ca.key"))
+        .arg("-out")
+        .arg(p("ca.pem")))
+    {
+        return None;
+    }
+    std::fs::write(
+        p("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    assert!(run(Command::new("openssl")
+        .args(["req", "-subj", "/CN=127.0.0.1"])
+        .args(ec)
+        .arg("-keyout")
+        .arg(p("server.key"))
+        .arg("-out")
+        .arg(p("server.csr"))));
+    assert!(run(Command::new("openssl")
+        .args(["x509", "-req", "-days", "2", "-CAcreateserial"])
+        .arg("-in")
+        .arg(p("server.csr"))
+        .arg("-CA")
+        .arg(p("ca.pem"))
+        .arg("-CAkey")
+        .arg(p("ca.key"))
+        .arg("-extfile")
+        .arg(p("server.ext"))
+        .arg("-out")
+        .arg(p("server.pem"))));
+    Some(Certificates {
+        ca: p("ca.pem"),
+        cert: p("server.pem"),
+        key: p("server.key"),
+    })
+}
+
+/// A broker process of the test's, killed when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn until_listening(port: u16, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} did not start on {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until decoy's log has a line with all of `parts`; that line.
+async fn said(log: &std::sync::Mutex<String>, parts: &[&str]) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = log
+            .lock()
+            .unwrap()
+            .lines()
+            .find(|l| parts.iter().all(|p| l.contains(p)))
+            .map(str::to_owned);
+        if found.is_some() || tokio::time::Instant::now() >= deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn mqtt_over_tls_with_a_password_is_served_and_a_wrong_password_is_refused_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(certs) = certificates(dir.path()) else {
+        eprintln!("skipped: the openssl CLI is not installed here (apt-get install openssl)");
+        return;
+    };
+    let passwords = dir.path().join("passwords");
+    if !run(Command::new("mosquitto_passwd")
+        .args(["-b", "-c"])
+        .arg(&passwords)
+        .args(["decoy", "s3cret pass"]))
+    {
+        eprintln!("skipped: mosquitto_passwd is not installed here (apt-get install mosquitto)");
+        return;
+    }
+    let (tls_port, plain_port) = (crate::common::free_port(), crate::common::free_port());
+    // The TLS listener wants a user of the password file; the plain one, anonymous,
+    // is the system under test's.
+    let conf = dir.path().join("mosquitto.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "per_listener_settings true\nuser root\n\
+             listener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}\n\
+             allow_anonymous false\npassword_file {}\n\
+             listener {plain_port} 127.0.0.1\nallow_anonymous true\n",
+            certs.cert.display(),
+            certs.key.display(),
+            passwords.display()
+        ),
+    )
+    .unwrap();
+    let Ok(child) = Command::new("mosquitto")
+        .arg("-c")
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        eprintln!("skipped: mosquitto is not installed here (tests/run.sh installs it)");
+        return;
+    };
+    let _broker = Process(child);
+    until_listening(tls_port, "mosquitto").await;
+    until_listening(plain_port, "mosquitto").await;
+
+    let b = crate::mqtt::base();
+    let (req, bad_req, replies) = (
+        format!("{b}/orders"),
+        format!("{b}/never"),
+        format!("{b}/replies"),
+    );
+    let tls_uri = format!("mqtts://127.0.0.1:{tls_port}");
+    let root = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &json!([
+                {"connectionId": "secured", "connectionData": {"type": "mqtt", "uri": tls_uri,
+                  "username": "decoy", "password": "s3cret pass", "caFile": certs.ca}},
+                {"connectionId": "wrong-password", "connectionData": {"type": "mqtt", "uri": tls_uri,
+                  "username": "decoy", "password": "guess", "caFile": certs.ca}}
+            ])
+            .to_string(),
+        ),
+        (
+            "mq-mappings/orders.json",
+            &json!({"connectionId": "secured",
+                    "request": {"destination": {"name": req, "type": "TOPIC"}},
+                    "response": {"text": "accepted {{request.correlationId}}",
+                                 "transformers": ["response-template"]}})
+            .to_string(),
+        ),
+        (
+            "mq-mappings/never.json",
+            &json!({"connectionId": "wrong-password",
+                    "request": {"destination": {"name": bad_req, "type": "TOPIC"}},
+                    "response": {"text": "never"}})
+            .to_string(),
+        ),
+    ]);
+    let (mut decoy, log) = serve(root.path());
+    let plain = format!("mqtt://127.0.0.1:{plain_port}");
+    let mut c = crate::mqtt::Client5::connect(
+        &plain,
+        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
+        true,
+        &[&replies],
+    )
+    .await;
+    crate::mqtt::until_served(&mut c, &req, &replies).await;
+    let n = 50;
+    for i in 0..n {
+        c.request(
+            &req,
+            "order",
+            QoS::AtLeastOnce,
+            Some(&replies),
+            &format!("o-{i}"),
+            &[],
+        )
+        .await;
+    }
+    let seen = c.collect(n, Duration::from_secs(30)).await;
+    // Nothing answers on the connection the broker refused.
+    c.request(
+        &bad_req,
+        "x",
+        QoS::AtLeastOnce,
+        Some(&replies),
+        "refused",
+        &[],
+    )
+    .await;
+    let stray = c.next(Duration::from_secs(2)).await;
+    let refusal = said(&log, &["wrong-password", "refused"]).await;
+    sigterm(&decoy);
+    let status = exit_within(&mut decoy, Duration::from_secs(40));
+    let log = log.lock().unwrap().clone();
+    for i in 0..n {
+        let got = seen
+            .get(&format!("o-{i}"))
+            .unwrap_or_else(|| panic!("o-{i} not answered\n{log}"));
+        assert_eq!(got[0].body, format!("accepted o-{i}"));
+    }
+    assert!(stray.is_none(), "{stray:?}");
+    let refusal = refusal.unwrap_or_else(|| panic!("the refusal was not said\n{log}"));
+    assert!(
+        !refusal.contains("s3cret") && !refusal.contains("guess"),
+        "no password in the log: {refusal}"
+    );
+    assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
+}
+
+/// A private nats-server from `conf` (a configuration file's text, `PORT` for its
+/// port).
+async fn nats_server(dir: &Path, name: &str, conf: &str) -> Option<(Process, u16)> {
+    let port = crate::common::free_port();
+    let path = dir.join(format!("{name}.conf"));
+    std::fs::write(&path, conf.replace("PORT", &port.to_string())).unwrap();
+    let child = Command::new("nats-server")
+        .arg("-c")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let p = Process(child);
+    until_listening(port, "nats-server").await;
+    Some((p, port))
+}
+
+#[tokio::test]
+async fn nats_over_tls_with_a_user_and_with_a_token_is_served_and_wrong_credentials_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(certs) = certificates(dir.path()) else {
+        eprintln!("skipped: the openssl CLI is not installed here (apt-get install openssl)");
+        return;
+    };
+    let Some((_tls_server, tls_port)) = nats_server(
+        dir.path(),
+        "tls",
+        &format!(
+            "listen: 127.0.0.1:PORT\ntls {{ cert_file: \"{}\", key_file: \"{}\" }}\n\
+             authorization {{ users = [ {{ user: decoy, password: \"s3cret\" }}, {{ user: sut, password: \"sut\" }} ] }}\n",
+            certs.cert.display(),
+            certs.key.display()
+        ),
+    )
+    .await
+    else {
+        eprintln!("skipped: nats-server is not installed here (tests/run.sh installs it)");
+        return;
+    };
+    let (_token_server, token_port) = nats_server(
+        dir.path(),
+        "token",
+        "listen: 127.0.0.1:PORT\nauthorization { token: \"t0ken-for-decoy\" }\n",
+    )
+    .await
+    .expect("nats-server started");
+    let p = crate::nats::prefix();
+    let tls_url = format!("tls://127.0.0.1:{tls_port}");
+    let token_url = format!("nats://127.0.0.1:{token_port}");
+    let root = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &json!([
+                {"connectionId": "tls-user", "connectionData": {"type": "nats", "uri": tls_url,
+                  "username": "decoy", "password": "s3cret", "tlsCaFile": certs.ca}},
+                {"connectionId": "token", "connectionData": {"type": "nats", "uri": token_url,
+                  "token": "t0ken-for-decoy"}},
+                {"connectionId": "wrong-token", "connectionData": {"type": "nats", "uri": token_url,
+                  "token": "guess"}}
+            ])
+            .to_string(),
+        ),
+        (
+            "mq-mappings/tls.json",
+            &json!({"connectionId": "tls-user", "request": {"destination": format!("{p}.tls.*")},
+                    "response": {"text": "tls {{request.destination}}",
+                                 "transformers": ["response-template"]}})
+            .to_string(),
+        ),
+        (
+            "mq-mappings/token.json",
+            &json!({"connectionId": "token", "request": {"destination": format!("{p}.token")},
+                    "response": {"text": "token"}})
+            .to_string(),
+        ),
+        (
+            "mq-mappings/never.json",
+            &json!({"connectionId": "wrong-token", "request": {"destination": format!("{p}.never")},
+                    "response": {"text": "never"}})
+            .to_string(),
+        ),
+    ]);
+    let (mut decoy, log) = serve(root.path());
+    let tls_client = async_nats::ConnectOptions::with_user_and_password("sut".into(), "sut".into())
+        .add_root_certificates(certs.ca.clone())
+        .require_tls(true)
+        .connect(&tls_url)
+        .await
+        .expect("the test's client connects over TLS");
+    let token_client = async_nats::ConnectOptions::with_token("t0ken-for-decoy".into())
+        .connect(&token_url)
+        .await
+        .expect("the test's client connects with the token");
+    let h = async_nats::HeaderMap::new();
+    crate::nats::until_served(&tls_client, &format!("{p}.tls.warmup"), "{}", h.clone()).await;
+    crate::nats::until_served(&token_client, &format!("{p}.token"), "{}", h).await;
+    let mut answers = Vec::new();
+    for i in 0..20 {
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            tls_client.request(format!("{p}.tls.{i}"), "{}".into()),
+        )
+        .await;
+        answers.push(r.ok().and_then(Result::ok).map(|m| m.payload));
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            token_client.request(format!("{p}.token"), "{}".into()),
+        )
+        .await;
+        answers.push(r.ok().and_then(Result::ok).map(|m| m.payload));
+    }
+    // Nobody serves the subject of the connection with the wrong token.
+    let never = tokio::time::timeout(
+        Duration::from_secs(5),
+        token_client.request(format!("{p}.never"), "{}".into()),
+    )
+    .await;
+    let refusal = said(&log, &["wrong-token", "authorization violation"]).await;
+    sigterm(&decoy);
+    let status = exit_within(&mut decoy, Duration::from_secs(40));
+    let log = log.lock().unwrap().clone();
+    for (i, pair) in answers.chunks(2).enumerate() {
+        let want = format!("tls {p}.tls.{i}");
+        assert_eq!(pair[0].as_deref(), Some(want.as_bytes()), "{log}");
+        assert_eq!(pair[1].as_deref(), Some(&b"token"[..]), "{log}");
+    }
+    assert!(
+        !matches!(never, Ok(Ok(_))),
+        "answered on the refused connection: {never:?}"
+    );
+    let refusal = refusal.unwrap_or_else(|| panic!("the refusal was not said\n{log}"));
+    assert!(!refusal.contains("guess"), "no token in the log: {refusal}");
+    assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
+}
