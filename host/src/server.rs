@@ -370,11 +370,16 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
                             .join("; ")
                     )
                 })?;
-        store.upsert(mapping);
+        store
+            .upsert(mapping)
+            .map_err(|e| anyhow::anyhow!("--proxy-all: {e}"))?;
     }
     let metrics = Arc::new(Metrics::default());
     // Registered first: the metrics list HTTP's rows before the brokers'.
     let http_metrics = metrics.transport(http::TRANSPORT);
+    if let Some(s) = &shared {
+        metrics.add_section(s.clone());
+    }
     // One outbound client for proxy stubs, recording and webhooks: one pool, and the
     // target rules applied to every request decoy makes of its own.
     let outbound = Arc::new(crate::http::client::Outbound::new(

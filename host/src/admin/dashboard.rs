@@ -344,8 +344,9 @@ impl Admin {
             ["api", "problems"] => self.problem_list(),
             ["api", "journal"] => self.journal_page(req),
             ["api", "journal", id, "near-miss"] => match self.journal.get(id) {
-                Some(e) => AdminReply::json(200, self.near_miss_report(&e)),
-                None => AdminReply::not_found(&format!("no request with id {id}")),
+                Ok(Some(e)) => AdminReply::json(200, self.near_miss_report(&e)),
+                Ok(None) => AdminReply::not_found(&format!("no request with id {id}")),
+                Err(e) => super::unavailable(&e),
             },
             ["api", "plugins"] => AdminReply::json(200, self.plugin_list()),
             _ => return None,
@@ -437,7 +438,10 @@ impl Admin {
     /// Journal entries, newest first, optionally only matched or unmatched ones.
     fn journal_page(&self, req: &AdminRequest) -> AdminReply {
         let (offset, limit) = page(req);
-        let mut events = self.journal.newest_first();
+        let mut events = match self.journal.newest_first() {
+            Ok(events) => events,
+            Err(e) => return super::unavailable(&e),
+        };
         match req.query("filter") {
             Some("matched") => events.retain(|e| e.was_matched()),
             Some("unmatched") => events.retain(|e| !e.was_matched()),
@@ -466,8 +470,11 @@ impl Admin {
     fn near_miss_report(&self, e: &ServeEvent) -> Value {
         let set = self.engine().mappings();
         let engine = self.engine();
+        // A scenario whose state cannot be read now counts as just started.
         let plan = decoy_core::engine::report::not_matched_plan(&set, &e.request, |name| {
-            engine.scenario_state(name)
+            engine
+                .scenario_state(name)
+                .unwrap_or_else(|_| decoy_core::engine::STARTED.to_owned())
         });
         let matches_now = engine
             .mappings()

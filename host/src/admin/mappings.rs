@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use decoy_core::mapping::Mapping;
+use decoy_core::shared::Unavailable;
 use decoy_core::store::PersistError;
 use decoy_matching::pattern::{Actual, StringPattern};
 use decoy_spec::fields::FieldError;
@@ -20,15 +21,21 @@ impl Admin {
         Some(match (req.method.as_str(), rest) {
             ("GET", []) => self.list_mappings(req),
             ("POST", []) => self.create_mapping(req),
-            ("DELETE", []) => {
-                self.store.remove_all();
-                AdminReply::ok()
-            }
+            ("DELETE", []) => match self.store.remove_all() {
+                Ok(()) => AdminReply::ok(),
+                Err(e) => super::unavailable(&e),
+            },
             // WireMock's resetToDefaultMappings clears the request journal too.
             ("POST", ["reset"]) => {
-                self.store.reset();
-                self.journal.clear();
-                AdminReply::empty(200)
+                match self
+                    .store
+                    .reset()
+                    .map(drop)
+                    .and_then(|()| self.journal.clear())
+                {
+                    Ok(()) => AdminReply::empty(200),
+                    Err(e) => super::unavailable(&e),
+                }
             }
             ("POST", ["save"]) => match self.store.save() {
                 Ok(_) => AdminReply::empty(200),
@@ -41,13 +48,19 @@ impl Admin {
             ("POST", ["remove"]) => self.remove_matching(req),
             ("POST", ["find-by-metadata"]) => self.find_by_metadata(req, false),
             ("POST", ["remove-by-metadata"]) => self.find_by_metadata(req, true),
-            ("GET", ["unmatched"]) => {
-                let unmatched = self.unmatched_mappings();
-                let total = unmatched.len();
-                AdminReply::json(200, json::mappings(unmatched.iter(), total))
-            }
+            ("GET", ["unmatched"]) => match self.unmatched_mappings() {
+                Ok(unmatched) => {
+                    let total = unmatched.len();
+                    AdminReply::json(200, json::mappings(unmatched.iter(), total))
+                }
+                Err(e) => super::unavailable(&e),
+            },
             ("DELETE", ["unmatched"]) => {
-                for m in self.unmatched_mappings() {
+                let unmatched = match self.unmatched_mappings() {
+                    Ok(unmatched) => unmatched,
+                    Err(e) => return Some(super::unavailable(&e)),
+                };
+                for m in unmatched {
                     if let Err(e) = self.store.remove(&m.id) {
                         return Some(not_removed(&e));
                     }
@@ -158,10 +171,13 @@ impl Admin {
     }
 
     /// Adds or replaces the stub, then keeps its warnings for `GET /__admin/problems`.
-    fn upsert(&self, (m, warnings): (Mapping, Vec<FieldError>)) -> decoy_core::store::Upserted {
-        let done = self.store.upsert(m);
+    fn upsert(
+        &self,
+        (m, warnings): (Mapping, Vec<FieldError>),
+    ) -> Result<decoy_core::store::Upserted, Unavailable> {
+        let done = self.store.upsert(m)?;
         self.store.note_api_warnings(&done.mapping.id, warnings);
-        done
+        Ok(done)
     }
 
     fn create_mapping(&self, req: &AdminRequest) -> AdminReply {
@@ -182,13 +198,13 @@ impl Admin {
                     ),
                 } ] }),
             ),
-            Ok(parsed) => {
-                let done = self.upsert(parsed);
-                match &done.not_saved {
+            Ok(parsed) => match self.upsert(parsed) {
+                Ok(done) => match &done.not_saved {
                     Some(e) => not_saved(e),
                     None => AdminReply::json(201, json::mapping(&done.mapping)),
-                }
-            }
+                },
+                Err(e) => super::unavailable(&e),
+            },
         }
     }
 
@@ -198,13 +214,13 @@ impl Admin {
             Err(r) => return r,
         };
         match self.parse_api_mapping(v, Some(id)) {
-            Ok(parsed) => {
-                let done = self.upsert(parsed);
-                match &done.not_saved {
+            Ok(parsed) => match self.upsert(parsed) {
+                Ok(done) => match &done.not_saved {
                     Some(e) => not_saved(e),
                     None => AdminReply::json(200, json::mapping(&done.mapping)),
-                }
-            }
+                },
+                Err(e) => super::unavailable(&e),
+            },
             Err(errs) => AdminReply::json(422, json::errors(&errs)),
         }
     }
@@ -271,8 +287,13 @@ impl Admin {
             if policy == "IGNORE" && existing.contains(&m.0.id) {
                 continue;
             }
-            if let Some(e) = &self.upsert(m).not_saved {
-                return not_saved(e);
+            match self.upsert(m) {
+                Ok(done) => {
+                    if let Some(e) = &done.not_saved {
+                        return not_saved(e);
+                    }
+                }
+                Err(e) => return super::unavailable(&e),
             }
         }
         if delete_others {
@@ -360,18 +381,19 @@ impl Admin {
         AdminReply::json(200, json::mappings(found.iter(), total))
     }
 
-    fn unmatched_mappings(&self) -> Vec<Arc<Mapping>> {
+    fn unmatched_mappings(&self) -> Result<Vec<Arc<Mapping>>, Unavailable> {
         let set = self.engine().mappings();
         let hit: std::collections::HashSet<Arc<str>> = self
             .journal
-            .newest_first()
+            .newest_first()?
             .iter()
             .filter_map(|e| e.mapping.as_ref().map(|m| m.id.clone()))
             .collect();
-        set.in_insertion_order()
+        Ok(set
+            .in_insertion_order()
             .filter(|m| !hit.contains(&m.id))
             .cloned()
-            .collect()
+            .collect())
     }
 }
 
@@ -386,6 +408,9 @@ fn not_saved(e: &PersistError) -> AdminReply {
 /// WireMock's 500 for a persistent stub whose file could not be deleted: the stub
 /// stays.
 fn not_removed(e: &PersistError) -> AdminReply {
+    if let PersistError::Shared(e) = e {
+        return super::unavailable(e);
+    }
     let detail = format!("{e}; the stub is still served");
     tracing::warn!("admin API: {detail}");
     AdminReply::json(500, json::error("Stub not removed", &detail))

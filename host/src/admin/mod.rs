@@ -261,9 +261,6 @@ impl Admin {
             })
             .collect();
         let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
-        // With state shared between instances (--state), a handler whose shared
-        // read or write failed changed nothing it could not share: it answers 503.
-        decoy_core::shared::take_failure();
         let reply = match segments.split_first() {
             Some((&"mappings", rest)) => self.mappings_route(req, rest),
             Some((&"requests", rest)) => self.requests_route(req, rest),
@@ -275,9 +272,6 @@ impl Admin {
             Some((&"channels", rest)) => self.channels_route(req, rest),
             _ => self.system_route(req, &segments),
         };
-        if let Some(e) = decoy_core::shared::take_failure() {
-            return AdminReply::json(503, json::error("Shared state unavailable", &e.to_string()));
-        }
         reply.unwrap_or_else(|| {
             AdminReply::not_found(&format!(
                 "no admin endpoint {} /__admin{}",
@@ -290,10 +284,14 @@ impl Admin {
     fn system_route(&self, req: &AdminRequest, segments: &[&str]) -> Option<AdminReply> {
         Some(match (req.method.as_str(), segments) {
             ("POST", ["reset"]) => {
-                self.store.reset();
-                self.journal.clear();
-                self.engine().reset_scenarios();
-                AdminReply::empty(200)
+                let reset = self.store.reset().map(drop);
+                match reset
+                    .and_then(|()| self.journal.clear())
+                    .and_then(|()| self.engine().reset_scenarios())
+                {
+                    Ok(()) => AdminReply::empty(200),
+                    Err(e) => unavailable(&e),
+                }
             }
             ("GET", ["settings"]) => {
                 let s = self.engine().settings();
@@ -363,7 +361,6 @@ impl Admin {
         if let Some(p) = &self.store.context().plugins {
             decoy_core::metrics::render_plugins(&mut text, &p.loaded());
         }
-        decoy_core::metrics::render_shared(&mut text);
         AdminReply::text(200, "text/plain; version=0.0.4", text)
     }
 
@@ -409,6 +406,13 @@ impl Admin {
 }
 
 /// A snapshot from a `LoggedRequest` JSON (for `near-misses/request`).
+/// With state shared between instances (`--state`), a change or query the shared
+/// store could not take: nothing changed, and the caller is told so with a 503.
+fn unavailable(e: &decoy_core::shared::Unavailable) -> AdminReply {
+    tracing::warn!("admin API: {e}; nothing changed");
+    AdminReply::json(503, json::error("Shared state unavailable", &e.to_string()))
+}
+
 fn snapshot_from_logged(v: &Value) -> Option<RequestSnapshot> {
     let url = v.get("url").and_then(Value::as_str)?;
     let method = v.get("method").and_then(Value::as_str).unwrap_or("GET");

@@ -215,7 +215,7 @@ impl Recorder {
                             .join("; "),
                     )
                 })?;
-        store.upsert(mapping);
+        store.upsert(mapping).map_err(|e| (503, e.to_string()))?;
         *state = RecorderState::Recording(Recording {
             spec,
             started: SystemTime::now(),
@@ -377,11 +377,14 @@ pub fn make_stubs(
     }
     for stub in in_memory {
         match decoy_core::mapping::Mapping::parse(stub, store.context(), None, &mut Vec::new()) {
-            Ok(m) => {
-                if let Some(e) = store.upsert(m).not_saved {
-                    tracing::warn!("recording: {e}");
+            Ok(m) => match store.upsert(m) {
+                Ok(done) => {
+                    if let Some(e) = done.not_saved {
+                        tracing::warn!("recording: {e}");
+                    }
                 }
-            }
+                Err(e) => tracing::warn!("recording: {e}"),
+            },
             Err(errs) => tracing::warn!(
                 "a recorded stub was not valid: {}",
                 errs.iter()

@@ -21,8 +21,10 @@ impl Admin {
             },
             ("POST", ["stop"]) => {
                 match self
-                    .recorder
-                    .stop(&self.store, &self.journal.newest_first())
+                    .journal
+                    .newest_first()
+                    .map_err(shared_failure)
+                    .and_then(|events| self.recorder.stop(&self.store, &events))
                 {
                     Ok(v) => AdminReply::json(200, v),
                     // WireMock's NotRecordingException, which its client maps by code.
@@ -37,7 +39,12 @@ impl Admin {
             }
             ("POST", ["snapshot"]) => match req.json_body().map(|v| record::Spec::parse(&v)) {
                 Ok(Ok(spec)) => {
-                    match record::make_stubs(&self.store, &spec, &self.journal.newest_first()) {
+                    match self
+                        .journal
+                        .newest_first()
+                        .map_err(shared_failure)
+                        .and_then(|events| record::make_stubs(&self.store, &spec, &events))
+                    {
                         Ok(v) => AdminReply::json(200, v),
                         Err((status, why)) => {
                             AdminReply::json(status, json::error("Snapshot failed", &why))
@@ -52,4 +59,9 @@ impl Admin {
             _ => return None,
         })
     }
+}
+
+/// The journal could not be read whole: the shared state (`--state`) is unavailable.
+fn shared_failure(e: decoy_core::shared::Unavailable) -> (u16, String) {
+    (503, e.to_string())
 }

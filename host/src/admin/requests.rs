@@ -12,6 +12,7 @@ use decoy_core::engine::Engine;
 use decoy_core::engine::report::near_misses;
 use decoy_core::journal::ServeEvent;
 use decoy_core::mapping::Mapping;
+use decoy_core::shared::Unavailable;
 use decoy_matching::limits::with_deadline;
 use decoy_matching::near_miss::{NEAR_MISS_COUNT, nearest};
 use decoy_matching::request::RequestPattern;
@@ -25,12 +26,9 @@ const NEAR_MISS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1
 impl Admin {
     /// `/__admin/requests/...`; `rest` is the path after `requests`.
     pub(super) fn requests_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
-        Some(match (req.method.as_str(), rest) {
+        let reply = match (req.method.as_str(), rest) {
             ("GET", []) => self.list_requests(req),
-            ("DELETE", []) | ("POST", ["reset"]) => {
-                self.journal.clear();
-                AdminReply::ok()
-            }
+            ("DELETE", []) | ("POST", ["reset"]) => self.journal.clear().map(|()| AdminReply::ok()),
             ("POST", ["count"]) => {
                 let disabled = !self.journal.enabled();
                 self.with_pattern(
@@ -38,40 +36,10 @@ impl Admin {
                     |events| json!({ "count": events.len(), "requestJournalDisabled": disabled }),
                 )
             }
-            // WireMock finds oldest first (its journal lists newest first).
-            ("POST", ["find"]) => match self.parse_pattern(req) {
-                Ok(p) => {
-                    let mut events = self.journal.newest_first();
-                    events.retain(|e| p.matches(&e.request));
-                    events.reverse();
-                    AdminReply::json_list(
-                        200,
-                        "requests",
-                        events,
-                        |e| json::event_request(e),
-                        json!({ "requestJournalDisabled": false }),
-                    )
-                }
-                Err(r) => r,
-            },
-            ("POST", ["remove"]) => match self.parse_pattern(req) {
-                Ok(p) => {
-                    let gone = self.journal.remove_where(|e| p.matches(&e.request));
-                    AdminReply::json(
-                        200,
-                        json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }),
-                    )
-                }
-                Err(r) => r,
-            },
+            ("POST", ["find"]) => self.find_requests(req),
+            ("POST", ["remove"]) => self.remove_requests(req),
             ("POST", ["remove-by-metadata"]) => self.remove_by_stub_metadata(req),
-            ("GET", ["unmatched"]) => {
-                let events: Vec<_> = self
-                    .journal
-                    .newest_first()
-                    .into_iter()
-                    .filter(|e| !e.was_matched())
-                    .collect();
+            ("GET", ["unmatched"]) => self.unmatched().map(|events| {
                 AdminReply::json_list(
                     200,
                     "requests",
@@ -79,16 +47,10 @@ impl Admin {
                     |e| json::event_request(e),
                     json!({ "requestJournalDisabled": !self.journal.enabled() }),
                 )
-            }
-            ("GET", ["unmatched", "near-misses"]) => {
+            }),
+            ("GET", ["unmatched", "near-misses"]) => self.unmatched().map(|events| {
                 // Streamed, an unmatched request at a time: each near miss carries the
                 // request, so with large bodies the whole list once took gigabytes.
-                let events: Vec<_> = self
-                    .journal
-                    .newest_first()
-                    .into_iter()
-                    .filter(|e| !e.was_matched())
-                    .collect();
                 let engine = Arc::clone(self.engine());
                 AdminReply::json_list_of(
                     200,
@@ -97,17 +59,54 @@ impl Admin {
                     move |e| near_misses_for(&engine, &e.request, Some(e)),
                     json!({}),
                 )
-            }
-            ("GET", [id]) => match self.journal.get(id) {
+            }),
+            ("GET", [id]) => self.journal.get(id).map(|found| match found {
                 Some(e) => AdminReply::json(200, serve_event(self.engine(), &e)),
                 None => AdminReply::not_found(&format!("no request with id {id}")),
-            },
-            ("DELETE", [id]) => {
-                self.journal.remove_by_id(id);
-                AdminReply::ok()
-            }
+            }),
+            ("DELETE", [id]) => self.journal.remove_by_id(id).map(|_| AdminReply::ok()),
             _ => return None,
-        })
+        };
+        Some(reply.unwrap_or_else(|e| super::unavailable(&e)))
+    }
+
+    /// The unmatched requests, newest first.
+    fn unmatched(&self) -> Result<Vec<Arc<ServeEvent>>, Unavailable> {
+        let mut events = self.journal.newest_first()?;
+        events.retain(|e| !e.was_matched());
+        Ok(events)
+    }
+
+    /// `POST /requests/find`: oldest first, as WireMock finds them (its journal lists
+    /// newest first).
+    fn find_requests(&self, req: &AdminRequest) -> Result<AdminReply, Unavailable> {
+        let p = match self.parse_pattern(req) {
+            Ok(p) => p,
+            Err(r) => return Ok(r),
+        };
+        let mut events = self.journal.newest_first()?;
+        events.retain(|e| p.matches(&e.request));
+        events.reverse();
+        Ok(AdminReply::json_list(
+            200,
+            "requests",
+            events,
+            |e| json::event_request(e),
+            json!({ "requestJournalDisabled": false }),
+        ))
+    }
+
+    /// `POST /requests/remove`: the events the posted pattern matches, newest first.
+    fn remove_requests(&self, req: &AdminRequest) -> Result<AdminReply, Unavailable> {
+        let p = match self.parse_pattern(req) {
+            Ok(p) => p,
+            Err(r) => return Ok(r),
+        };
+        let gone = self.journal.remove_where(|e| p.matches(&e.request))?;
+        Ok(AdminReply::json(
+            200,
+            json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }),
+        ))
     }
 
     /// `/__admin/near-misses/...`.
@@ -131,7 +130,10 @@ impl Admin {
             },
             ("POST", ["request-pattern"]) => match self.parse_pattern(req) {
                 Ok(p) => {
-                    let events = self.journal.newest_first();
+                    let events = match self.journal.newest_first() {
+                        Ok(events) => events,
+                        Err(e) => return Some(super::unavailable(&e)),
+                    };
                     let deadline = std::time::Instant::now() + NEAR_MISS_DEADLINE;
                     let (near, _) = with_deadline(deadline, || {
                         nearest(events.iter(), NEAR_MISS_COUNT, |e| {
@@ -157,21 +159,21 @@ impl Admin {
         })
     }
 
-    fn list_requests(&self, req: &AdminRequest) -> AdminReply {
-        let mut events = self.journal.newest_first();
+    fn list_requests(&self, req: &AdminRequest) -> Result<AdminReply, Unavailable> {
+        let mut events = self.journal.newest_first()?;
         if req.query("unmatched") == Some("true") {
             events.retain(|e| !e.was_matched());
         }
         // `matchingStub=ID`: the events that stub answered (WireMock's ServeEventQuery).
         if let Some(stub) = req.query("matchingStub") {
             let Ok(id) = uuid::Uuid::parse_str(stub) else {
-                return AdminReply::json(
+                return Ok(AdminReply::json(
                     400,
                     json::coded(
                         15,
                         &format!("Query parameter matchingStub value '{stub}' is not a valid UUID"),
                     ),
-                );
+                ));
             };
             events.retain(|e| {
                 e.mapping
@@ -193,7 +195,7 @@ impl Admin {
         // thread that streams the listing.
         let engine = self.engine().clone();
         let events: Vec<_> = events.into_iter().map(|e| (e, engine.clone())).collect();
-        AdminReply::json_list(
+        Ok(AdminReply::json_list(
             200,
             "requests",
             events,
@@ -202,25 +204,25 @@ impl Admin {
                 "meta": { "total": total },
                 "requestJournalDisabled": !self.journal.enabled(),
             }),
-        )
+        ))
     }
 
     /// `POST /requests/remove-by-metadata`: removes the events answered by stubs whose
     /// metadata matches the posted string pattern; returns them, newest first.
-    fn remove_by_stub_metadata(&self, req: &AdminRequest) -> AdminReply {
+    fn remove_by_stub_metadata(&self, req: &AdminRequest) -> Result<AdminReply, Unavailable> {
         let pattern = match self.metadata_pattern(req) {
             Ok(p) => p,
-            Err(r) => return r,
+            Err(r) => return Ok(r),
         };
         let gone = self.journal.remove_where(|e| {
             e.mapping
                 .as_ref()
                 .is_some_and(|m| super::mappings::metadata_matches(m, &pattern))
-        });
-        AdminReply::json(
+        })?;
+        Ok(AdminReply::json(
             200,
             json!({ "serveEvents": gone.iter().map(|e| json::serve_event(e)).collect::<Vec<_>>() }),
-        )
+        ))
     }
 
     fn parse_pattern(&self, req: &AdminRequest) -> Result<RequestPattern, AdminReply> {
@@ -233,19 +235,15 @@ impl Admin {
         &self,
         req: &AdminRequest,
         render: impl Fn(&[Arc<ServeEvent>]) -> Value,
-    ) -> AdminReply {
-        match self.parse_pattern(req) {
+    ) -> Result<AdminReply, Unavailable> {
+        Ok(match self.parse_pattern(req) {
             Ok(p) => {
-                let events: Vec<_> = self
-                    .journal
-                    .newest_first()
-                    .into_iter()
-                    .filter(|e| p.matches(&e.request))
-                    .collect();
+                let mut events = self.journal.newest_first()?;
+                events.retain(|e| p.matches(&e.request));
                 AdminReply::json(200, render(&events))
             }
             Err(r) => r,
-        }
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! `/__admin/scenarios`: scenario states listed, reset and set.
 
 use super::{Admin, AdminReply, AdminRequest, json};
+use decoy_core::shared::Unavailable;
 use serde_json::Value;
 
 use decoy_core::engine::STARTED;
@@ -9,18 +10,21 @@ impl Admin {
     /// `/__admin/scenarios/...`.
     pub(super) fn scenarios_route(&self, req: &AdminRequest, rest: &[&str]) -> Option<AdminReply> {
         Some(match (req.method.as_str(), rest) {
-            ("GET", []) => AdminReply::json(200, self.scenarios()),
-            ("POST", ["reset"]) => {
-                self.engine().reset_scenarios();
-                AdminReply::ok()
-            }
+            ("GET", []) => match self.scenarios() {
+                Ok(list) => AdminReply::json(200, list),
+                Err(e) => super::unavailable(&e),
+            },
+            ("POST", ["reset"]) => match self.engine().reset_scenarios() {
+                Ok(()) => AdminReply::ok(),
+                Err(e) => super::unavailable(&e),
+            },
             ("PUT", [name, "state"]) => self.set_scenario(req, name),
             ("POST", [name, "state"]) => self.set_scenario(req, name),
             _ => return None,
         })
     }
 
-    fn scenarios(&self) -> Value {
+    fn scenarios(&self) -> Result<Value, Unavailable> {
         let set = self.engine().mappings();
         let mut by_name: std::collections::BTreeMap<&str, (Vec<&str>, Vec<Value>)> =
             Default::default();
@@ -42,19 +46,19 @@ impl Admin {
                 entry.1.push(json::mapping(m));
             }
         }
-        let list: Vec<Value> = by_name
+        let list = by_name
             .into_iter()
             .map(|(name, (states, mappings))| {
-                json!({
+                Ok(json!({
                     "id": name,
                     "name": name,
-                    "state": self.engine().scenario_state(name),
+                    "state": self.engine().scenario_state(name)?,
                     "possibleStates": states,
                     "mappings": mappings,
-                })
+                }))
             })
-            .collect();
-        json!({ "scenarios": list })
+            .collect::<Result<Vec<Value>, Unavailable>>()?;
+        Ok(json!({ "scenarios": list }))
     }
 
     fn set_scenario(&self, req: &AdminRequest, name: &str) -> AdminReply {
@@ -76,8 +80,10 @@ impl Admin {
         // An empty body resets the scenario; a state it cannot reach is refused, as
         // WireMock does (`{}` asks for state null).
         if req.body.iter().all(|b| b.is_ascii_whitespace()) {
-            self.engine().set_scenario_state(name, STARTED);
-            return AdminReply::ok();
+            return match self.engine().set_scenario_state(name, STARTED) {
+                Ok(()) => AdminReply::ok(),
+                Err(e) => super::unavailable(&e),
+            };
         }
         let state = v.get("state").and_then(Value::as_str);
         let possible = self.engine().mappings().iter().any(|m| {
@@ -91,10 +97,10 @@ impl Admin {
             })
         });
         match state {
-            Some(state) if possible => {
-                self.engine().set_scenario_state(name, state);
-                AdminReply::ok()
-            }
+            Some(state) if possible => match self.engine().set_scenario_state(name, state) {
+                Ok(()) => AdminReply::ok(),
+                Err(e) => super::unavailable(&e),
+            },
             _ => AdminReply::json(
                 422,
                 json::coded(

@@ -80,7 +80,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         wait_for_signal().await;
         let store = running.store.clone();
         let result = tokio::task::spawn_blocking(move || {
-            admin.recorder.stop(&store, &admin.journal.newest_first())
+            let events = admin.journal.newest_first().map_err(|e| (503, e.to_string()))?;
+            admin.recorder.stop(&store, &events)
         })
         .await
         .context("writing the recording")?

@@ -401,7 +401,7 @@ async fn scenarios_start_in_started_and_follow_transitions() {
         201
     );
     assert_eq!(get(server.http_addr, "/cart").await.body, "one item");
-    assert_eq!(server.engine.scenario_state("cart"), "has-item");
+    assert_eq!(server.engine.scenario_state("cart").unwrap(), "has-item");
     server.shutdown().await;
 }
 

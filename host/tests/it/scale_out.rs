@@ -534,6 +534,33 @@ async fn when_redis_restarts_under_load_static_stubs_keep_answering_and_scenario
     )
     .await;
     assert_eq!(status, 503);
+    // And every admin call that needs the shared state: the journal (all instances'
+    // requests), the scenarios, a reset; each failure is counted by what it was for.
+    for (method, path, body) in [
+        ("GET", "/__admin/requests", ""),
+        ("POST", "/__admin/requests/count", r#"{"url": "/cycle"}"#),
+        ("GET", "/__admin/scenarios", ""),
+        (
+            "PUT",
+            "/__admin/scenarios/cycle/state",
+            r#"{"state": "Started"}"#,
+        ),
+        ("POST", "/__admin/reset", ""),
+    ] {
+        let (status, answer) = ok(&c, cluster.instance(2), method, path, body).await;
+        assert_eq!(status, 503, "{method} {path}: {answer}");
+        assert!(answer.contains("Shared state unavailable"), "{answer}");
+    }
+    let (_, metrics) = ok(&c, cluster.instance(2), "GET", "/__admin/metrics", "").await;
+    for op in ["scenario", "stubs", "journal"] {
+        let line = format!("decoy_shared_state_failures_total{{operation=\"{op}\"}} ");
+        let n: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line.as_str()))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {line:?} in {metrics}"));
+        assert!(n >= 1, "{line}{n}");
+    }
     let (_, metrics) = ok(&c, cluster.instance(1), "GET", "/__admin/metrics", "").await;
     assert!(
         metrics.contains("decoy_shared_state_failures_total{operation=\"scenario\"}"),

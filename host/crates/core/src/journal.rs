@@ -32,7 +32,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
 use crate::mapping::Mapping;
-use crate::shared::{self, Unavailable};
+use crate::shared::Unavailable;
 use decoy_spec::header_case::HeaderCase;
 use decoy_spec::request::RequestSnapshot;
 
@@ -258,30 +258,22 @@ impl Journal {
         let _ = self.peers.set(peers);
     }
 
-    /// The other instances' entries; empty without peers, and empty with the failure
-    /// noted for the admin reply when they could not be asked.
-    fn peer_events(&self) -> Vec<Arc<ServeEvent>> {
+    /// The other instances' entries; empty without peers.
+    fn peer_events(&self) -> Result<Vec<Arc<ServeEvent>>, Unavailable> {
         let Some(peers) = self.peers.get() else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
-        match peers.collect() {
-            Ok(events) => events.into_iter().map(Arc::new).collect(),
-            Err(e) => {
-                shared::note_failure(shared::Operation::Journal, e);
-                Vec::new()
-            }
-        }
+        Ok(peers.collect()?.into_iter().map(Arc::new).collect())
     }
 
-    /// Runs a change on the peers, noting a failure for the admin reply.
+    /// Runs a change on the peers, if there are any.
     fn tell_peers(
         &self,
-        change: impl FnOnce(&dyn JournalPeers) -> Result<(), shared::Unavailable>,
-    ) {
-        if let Some(peers) = self.peers.get()
-            && let Err(e) = change(peers.as_ref())
-        {
-            shared::note_failure(shared::Operation::Journal, e);
+        change: impl FnOnce(&dyn JournalPeers) -> Result<(), Unavailable>,
+    ) -> Result<(), Unavailable> {
+        match self.peers.get() {
+            Some(peers) => change(peers.as_ref()),
+            None => Ok(()),
         }
     }
 
@@ -394,39 +386,42 @@ impl Journal {
             .collect()
     }
 
-    /// Newest first, as WireMock lists them.
-    pub fn newest_first(&self) -> Vec<Arc<ServeEvent>> {
+    /// Newest first, as WireMock lists them. With peers (`--state`) their entries
+    /// too; that fails when they cannot be asked.
+    pub fn newest_first(&self) -> Result<Vec<Arc<ServeEvent>>, Unavailable> {
         let mut all = self.kept();
         if self.peers.get().is_some() {
             // Several instances' sequences: ordered by time, then by sequence.
-            all.extend(self.peer_events());
+            all.extend(self.peer_events()?);
             all.sort_by_key(|e| std::cmp::Reverse((e.logged_at, Self::sequence_of(&e.id))));
-            return all;
+            return Ok(all);
         }
         all.sort_by_key(|e| std::cmp::Reverse(Self::sequence_of(&e.id)));
-        all
+        Ok(all)
     }
 
     fn parse(&self, id: &str) -> Option<uuid::Uuid> {
         uuid::Uuid::parse_str(id).ok().filter(|_| self.enabled())
     }
 
-    pub fn get(&self, id: &str) -> Option<Arc<ServeEvent>> {
-        let id = self.parse(id)?;
+    pub fn get(&self, id: &str) -> Result<Option<Arc<ServeEvent>>, Unavailable> {
+        let Some(id) = self.parse(id) else {
+            return Ok(None);
+        };
         let here = self
             .slot(Self::sequence_of(&id))
             .as_ref()
             .map(|e| e.event.clone())
             .filter(|e| e.id == id);
         if here.is_none() && self.peers.get().is_some() {
-            return self.peer_events().into_iter().find(|e| e.id == id);
+            return Ok(self.peer_events()?.into_iter().find(|e| e.id == id));
         }
-        here
+        Ok(here)
     }
 
-    pub fn remove_by_id(&self, id: &str) -> bool {
+    pub fn remove_by_id(&self, id: &str) -> Result<bool, Unavailable> {
         let Some(id) = self.parse(id) else {
-            return false;
+            return Ok(false);
         };
         let taken = {
             let mut slot = self.slot(Self::sequence_of(&id));
@@ -439,13 +434,22 @@ impl Journal {
         let found = taken.is_some();
         self.forget(taken);
         if !found {
-            self.tell_peers(|p| p.remove(&[id]));
+            self.tell_peers(|p| p.remove(&[id]))?;
         }
-        found
+        Ok(found)
     }
 
-    /// Removes the events for which `pred` is true; returns them, newest first.
-    pub fn remove_where(&self, pred: impl Fn(&ServeEvent) -> bool) -> Vec<Arc<ServeEvent>> {
+    /// Removes the events for which `pred` is true; returns them, newest first. With
+    /// peers, theirs are read first, so a failure to reach them removes nothing.
+    pub fn remove_where(
+        &self,
+        pred: impl Fn(&ServeEvent) -> bool,
+    ) -> Result<Vec<Arc<ServeEvent>>, Unavailable> {
+        let theirs: Vec<Arc<ServeEvent>> = self
+            .peer_events()?
+            .into_iter()
+            .filter(|e| pred(e))
+            .collect();
         let mut gone = Vec::new();
         for s in self.slots.iter() {
             let taken = {
@@ -462,26 +466,24 @@ impl Journal {
             }
         }
         if self.peers.get().is_some() {
-            let theirs: Vec<Arc<ServeEvent>> =
-                self.peer_events().into_iter().filter(|e| pred(e)).collect();
             let ids: Vec<uuid::Uuid> = theirs.iter().map(|e| e.id).collect();
             if !ids.is_empty() {
-                self.tell_peers(|p| p.remove(&ids));
+                self.tell_peers(|p| p.remove(&ids))?;
             }
             gone.extend(theirs);
             gone.sort_by_key(|e| std::cmp::Reverse((e.logged_at, Self::sequence_of(&e.id))));
-            return gone;
+            return Ok(gone);
         }
         gone.sort_by_key(|e| std::cmp::Reverse(Self::sequence_of(&e.id)));
-        gone
+        Ok(gone)
     }
 
-    pub fn clear(&self) {
-        for s in self.slots.iter() {
-            let taken = s.lock().unwrap_or_else(|p| p.into_inner()).take();
-            self.forget(taken);
-        }
-        self.tell_peers(|p| p.clear());
+    /// Empties the journal, the peers' first: when they cannot be told, nothing is
+    /// cleared.
+    pub fn clear(&self) -> Result<(), Unavailable> {
+        self.tell_peers(|p| p.clear())?;
+        self.clear_here();
+        Ok(())
     }
 
     /// Empties this instance's journal only (a peer asked: the asker clears the rest).
@@ -553,6 +555,7 @@ mod tests {
 
     fn urls(j: &Journal) -> Vec<String> {
         j.newest_first()
+            .unwrap()
             .iter()
             .map(|e| e.request.url.clone())
             .collect()
@@ -568,7 +571,7 @@ mod tests {
         e.request = e.request.with_body("0123456789");
         e.response_body = Some(Bytes::from_static(b"abcdefgh"));
         j.record(e);
-        let kept = &j.newest_first()[0];
+        let kept = &j.newest_first().unwrap()[0];
         assert_eq!(&kept.request.body[..], b"0123");
         assert_eq!(kept.request_body_size, Some(10));
         assert_eq!(kept.response_body(), b"abcd");
@@ -577,7 +580,7 @@ mod tests {
         proxied.proxied = true;
         proxied.request = proxied.request.with_body("0123456789");
         j.record(proxied);
-        let kept = &j.newest_first()[0];
+        let kept = &j.newest_first().unwrap()[0];
         assert_eq!(
             kept.request.body.len(),
             10,
@@ -607,7 +610,7 @@ mod tests {
             assert!(j.bytes() <= cost * 3, "{} > {}", j.bytes(), cost * 3);
         }
         assert_eq!(urls(&j), ["/9", "/8", "/7"]);
-        j.clear();
+        j.clear().unwrap();
         assert_eq!(j.bytes(), 0);
         // One entry over the whole budget is still kept, alone.
         let mut huge = event(&j, "/huge");
@@ -624,6 +627,7 @@ mod tests {
         }
         let urls: Vec<String> = j
             .newest_first()
+            .unwrap()
             .iter()
             .map(|e| e.request.url.clone())
             .collect();
@@ -642,10 +646,10 @@ mod tests {
         let j = Journal::new(10);
         j.record(event(&j, "/a"));
         j.record(event(&j, "/b"));
-        let id = j.newest_first()[0].id.to_string();
-        assert!(j.remove_by_id(&id));
-        assert!(!j.remove_by_id(&id));
-        let gone = j.remove_where(|e| e.request.url == "/a");
+        let id = j.newest_first().unwrap()[0].id.to_string();
+        assert!(j.remove_by_id(&id).unwrap());
+        assert!(!j.remove_by_id(&id).unwrap());
+        let gone = j.remove_where(|e| e.request.url == "/a").unwrap();
         assert_eq!(gone.len(), 1);
         assert!(j.is_empty());
     }

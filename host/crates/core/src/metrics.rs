@@ -412,34 +412,6 @@ impl Metrics {
 
 /// The mapping set's own figures: how often it was swapped, how big it is, and how
 /// many problems and warnings the files have now.
-/// The shared-state lines (`--state`): whether it is connected, and the calls that
-/// failed by what they were for. Nothing without shared state.
-pub fn render_shared(out: &mut String) {
-    let Some(up) = crate::shared::connected() else {
-        return;
-    };
-    let _ = writeln!(
-        out,
-        "# HELP decoy_shared_state_connected Whether the shared state (--state) is connected and subscribed."
-    );
-    let _ = writeln!(out, "# TYPE decoy_shared_state_connected gauge");
-    let _ = writeln!(out, "decoy_shared_state_connected {}", u8::from(up));
-    let name = "decoy_shared_state_failures_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Calls to the shared state that failed (Redis down or slower than --state-timeout): scenario requests answered 503, admin changes and journal queries refused, plugin kv calls failed."
-    );
-    let _ = writeln!(out, "# TYPE {name} counter");
-    for op in crate::shared::Operation::ALL {
-        let _ = writeln!(
-            out,
-            "{name}{{operation=\"{}\"}} {}",
-            op.label(),
-            crate::shared::failures(op)
-        );
-    }
-}
-
 pub fn render_store(out: &mut String, swaps: u64, live: usize, problems: usize, warnings: usize) {
     for (name, kind, help, value) in [
         (

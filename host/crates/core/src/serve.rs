@@ -500,7 +500,7 @@ mod tests {
         let set = serve.engine().mappings();
         let stats = set.with_stats_iter().next().unwrap().1;
         assert_eq!(stats.served.load(Ordering::Relaxed), 1);
-        let events = serve.journal().newest_first();
+        let events = serve.journal().newest_first().unwrap();
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].status, 202);
         assert_eq!(events[0].local_port, 8080);
@@ -530,7 +530,7 @@ mod tests {
         assert!(!recorded.matched && recorded.webhooks.is_none());
         let t = metrics.transport("test");
         assert_eq!((t.matched_total(), t.unmatched_total()), (0, 1));
-        assert!(!serve.journal().newest_first()[0].was_matched());
+        assert!(!serve.journal().newest_first().unwrap()[0].was_matched());
     }
 
     #[test]
@@ -562,7 +562,7 @@ mod tests {
         assert_eq!(recorded.plan.status, 201);
         assert_eq!(&recorded.plan.body[..], b"real");
         assert_eq!(recorded.plan.delay, Duration::from_millis(30));
-        assert!(serve.journal().newest_first()[0].proxied);
+        assert!(serve.journal().newest_first().unwrap()[0].proxied);
     }
 
     #[test]

@@ -18,14 +18,14 @@
 //!   (beside the journal it serves).
 //!
 //! A shared-state call that fails (the store is down or too slow) never changes local
-//! state on its own: it is noted with [`note_failure`], counted, and the admin API
-//! turns it into a 503 ([`take_failure`]); a request to a scenario stub gets a 503.
+//! state on its own: it returns [`Unavailable`], which the engine, store and journal
+//! hand back to their caller as a `Result`; the admin API answers 503 with it, and a
+//! request to a scenario stub gets a 503. The implementation counts its failures
+//! (`decoy_shared_state_failures_total`, rendered by `decoy-state`).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::mapping::Mapping;
 
@@ -95,82 +95,5 @@ pub trait StubReplica: Send + Sync + std::fmt::Debug {
     /// by `/__admin/problems`, so a degraded instance is never silently so).
     fn problem(&self) -> Option<String> {
         None
-    }
-}
-
-thread_local! {
-    static FAILURE: RefCell<Option<Unavailable>> = const { RefCell::new(None) };
-}
-
-/// Shared-state failures so far, by what failed (for metrics).
-static FAILURES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
-
-/// What a shared-state failure interrupted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    /// A request to a scenario stub (answered 503).
-    Scenario,
-    /// An admin API stub change.
-    Stubs,
-    /// A journal query or change.
-    Journal,
-    /// A plugin's `kv` call.
-    Kv,
-}
-
-impl Operation {
-    pub const ALL: [Operation; 4] = [
-        Operation::Scenario,
-        Operation::Stubs,
-        Operation::Journal,
-        Operation::Kv,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Operation::Scenario => "scenario",
-            Operation::Stubs => "stubs",
-            Operation::Journal => "journal",
-            Operation::Kv => "kv",
-        }
-    }
-}
-
-/// Counts a failure without noting it for the current admin request.
-pub fn count_failure(op: Operation) {
-    FAILURES[op as usize].fetch_add(1, Ordering::Relaxed);
-}
-
-/// How many failures of `op` there have been.
-pub fn failures(op: Operation) -> u64 {
-    FAILURES[op as usize].load(Ordering::Relaxed)
-}
-
-/// Records that a shared-state call made on this thread failed: counted, logged, and
-/// kept for [`take_failure`] (the admin API answers 503 with it).
-pub fn note_failure(op: Operation, e: Unavailable) {
-    count_failure(op);
-    tracing::warn!("{} ({} not changed)", e, op.label());
-    FAILURE.with(|f| *f.borrow_mut() = Some(e));
-}
-
-/// The failure noted on this thread since the last call, if any.
-pub fn take_failure() -> Option<Unavailable> {
-    FAILURE.with(|f| f.borrow_mut().take())
-}
-
-/// 0: no shared state; 1: connected; 2: disconnected.
-static CONNECTED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-/// The shared-state connection went up or down (for metrics and health).
-pub fn set_connected(up: bool) {
-    CONNECTED.store(if up { 1 } else { 2 }, Ordering::Relaxed);
-}
-
-/// `None` without shared state, else whether it is connected now.
-pub fn connected() -> Option<bool> {
-    match CONNECTED.load(Ordering::Relaxed) {
-        0 => None,
-        n => Some(n == 1),
     }
 }

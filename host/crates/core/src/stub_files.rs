@@ -76,6 +76,10 @@ pub enum PersistError {
         action: &'static str,
         reason: String,
     },
+    /// State is shared between instances (`--state`) and the shared store could not
+    /// take the change: nothing changed, here or elsewhere.
+    #[error("{0}")]
+    Shared(#[from] crate::shared::Unavailable),
 }
 
 /// The stub files of one root (see the module documentation).

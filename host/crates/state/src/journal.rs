@@ -37,6 +37,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::SharedState;
+use crate::health::Operation;
 use crate::wire::{self, Op, Query};
 
 /// KEYS: the reply list, its "open" key. ARGV: the reply, the list's lifetime in
@@ -213,8 +214,8 @@ impl SharedState {
     }
 }
 
-impl JournalPeers for SharedState {
-    fn collect(&self) -> Result<Vec<ServeEvent>, Unavailable> {
+impl SharedState {
+    fn peer_events(&self) -> Result<Vec<ServeEvent>, Unavailable> {
         let replies = self.block_on(self.fan_in(Op::Collect, &[]))?;
         let mut events = Vec::new();
         for (instance, body) in replies {
@@ -231,12 +232,30 @@ impl JournalPeers for SharedState {
         Ok(events)
     }
 
-    fn remove(&self, ids: &[uuid::Uuid]) -> Result<(), Unavailable> {
+    fn remove_peer_events(&self, ids: &[uuid::Uuid]) -> Result<(), Unavailable> {
         self.block_on(self.fan_in(Op::Remove, ids)).map(drop)
     }
 
-    fn clear(&self) -> Result<(), Unavailable> {
+    fn clear_peers(&self) -> Result<(), Unavailable> {
         self.block_on(self.fan_in(Op::Clear, &[])).map(drop)
+    }
+}
+
+/// Each failure is counted as a journal one.
+impl JournalPeers for SharedState {
+    fn collect(&self) -> Result<Vec<ServeEvent>, Unavailable> {
+        self.peer_events()
+            .map_err(|e| self.failed(Operation::Journal, e))
+    }
+
+    fn remove(&self, ids: &[uuid::Uuid]) -> Result<(), Unavailable> {
+        self.remove_peer_events(ids)
+            .map_err(|e| self.failed(Operation::Journal, e))
+    }
+
+    fn clear(&self) -> Result<(), Unavailable> {
+        self.clear_peers()
+            .map_err(|e| self.failed(Operation::Journal, e))
     }
 }
 

@@ -4,7 +4,9 @@
 //! instances. A call is bounded by `--state-timeout`; a failure is what the plugin
 //! sees (or, where the WIT has no error, logged and counted).
 
-use decoy_core::shared::{Operation, Unavailable, count_failure};
+use decoy_core::shared::Unavailable;
+
+use crate::health::Operation;
 use decoy_plugin_host::SharedKv;
 
 use crate::SharedState;
@@ -16,10 +18,7 @@ impl SharedState {
     {
         let result: Result<T, Unavailable> =
             self.block_on(self.call(|mut c| async move { cmd.query_async(&mut c).await }));
-        result.map_err(|e| {
-            count_failure(Operation::Kv);
-            e.to_string()
-        })
+        result.map_err(|e| self.failed(Operation::Kv, e).to_string())
     }
 }
 

@@ -32,6 +32,7 @@
 //! May depend on: `decoy-spec`, `decoy-core`, `decoy-plugin-host`. Must not depend on:
 //! transports (HTTP, MQ), the admin API, the binary.
 
+mod health;
 pub mod journal;
 pub mod kv;
 pub mod listener;
@@ -162,6 +163,8 @@ pub struct SharedState {
     pub(crate) applied: tokio::sync::watch::Sender<u64>,
     pub(crate) store: OnceLock<Arc<Store>>,
     pub(crate) journal: OnceLock<Arc<Journal>>,
+    /// Calls that failed, by what they were for (see `health.rs`).
+    pub(crate) failures: health::Failures,
 }
 
 impl std::fmt::Debug for SharedState {
@@ -231,6 +234,7 @@ impl SharedState {
             applied: tokio::sync::watch::channel(0).0,
             store: OnceLock::new(),
             journal: OnceLock::new(),
+            failures: Default::default(),
         });
         if !opts.retry {
             // Redis answers, and is one decoy can use (Lua scripts: Redis 2.6+).

@@ -36,7 +36,6 @@ pub(crate) async fn run(state: Arc<SharedState>) {
     loop {
         let result = listen(&state).await;
         let was_up = state.subscribed.swap(false, Ordering::AcqRel);
-        decoy_core::shared::set_connected(false);
         if was_up {
             backoff = Duration::from_millis(50);
             failures = 0;
@@ -70,7 +69,6 @@ async fn listen(state: &Arc<SharedState>) -> Result<(), String> {
     }
     let mut last = resync(state).await?;
     state.subscribed.store(true, Ordering::Release);
-    decoy_core::shared::set_connected(true);
     state.set_trouble(None);
     // The stored number, not the larger of it and the last one: a Redis that came
     // back empty numbers its changes from 1 again. (This also wakes `attach`.)

@@ -11,6 +11,7 @@ use decoy_core::engine::STARTED;
 use decoy_core::shared::{BoxFuture, SharedScenarios, Step, Unavailable};
 
 use crate::SharedState;
+use crate::health::Operation;
 
 /// KEYS[1]: the hash. ARGV: per step, the scenario, the required state and the new
 /// state, each of the last two prefixed with `=` when there is one (empty: none).
@@ -67,17 +68,23 @@ impl SharedScenarios for SharedState {
             }
             let won: i64 = self
                 .call(|mut c| async move { invocation.invoke_async(&mut c).await })
-                .await?;
+                .await
+                .map_err(|e| self.failed(Operation::Scenario, e))?;
             Ok(usize::try_from(won).ok().and_then(|i| i.checked_sub(1)))
         })
     }
 
     fn states(&self) -> BoxFuture<'_, Result<HashMap<String, String>, Unavailable>> {
-        Box::pin(self.all_states())
+        Box::pin(async move {
+            self.all_states()
+                .await
+                .map_err(|e| self.failed(Operation::Scenario, e))
+        })
     }
 
     fn states_blocking(&self) -> Result<HashMap<String, String>, Unavailable> {
         self.block_on(self.all_states())
+            .map_err(|e| self.failed(Operation::Scenario, e))
     }
 
     fn set_state(&self, name: &str, state: &str) -> Result<(), Unavailable> {
@@ -99,6 +106,7 @@ impl SharedScenarios for SharedState {
                     .await
             }
         }))
+        .map_err(|e| self.failed(Operation::Scenario, e))
     }
 
     fn reset(&self) -> Result<(), Unavailable> {
@@ -106,5 +114,6 @@ impl SharedScenarios for SharedState {
         self.block_on(self.call(|mut c| async move {
             redis::cmd("DEL").arg(key).query_async::<()>(&mut c).await
         }))
+        .map_err(|e| self.failed(Operation::Scenario, e))
     }
 }

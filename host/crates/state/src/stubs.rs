@@ -24,6 +24,7 @@ use decoy_core::shared::{StubReplica, Unavailable};
 use decoy_core::store::Replicated;
 
 use crate::SharedState;
+use crate::health::Operation;
 
 /// About how many changes the log keeps (Redis trims it approximately): an instance
 /// that falls further behind rereads the whole list.
@@ -294,20 +295,24 @@ fn parse(json: &str, ctx: &ParseContext) -> Option<Mapping> {
 impl StubReplica for SharedState {
     fn put(&self, m: &Mapping) -> Result<(), Unavailable> {
         self.change(vec!["put".into(), m.id.to_string(), m.json.to_string()])
+            .map_err(|e| self.failed(Operation::Stubs, e))
     }
 
     fn remove(&self, id: &str) -> Result<(), Unavailable> {
         self.change(vec!["remove".into(), id.to_owned()])
+            .map_err(|e| self.failed(Operation::Stubs, e))
     }
 
     fn remove_all(&self, ids: &[Arc<str>]) -> Result<(), Unavailable> {
         let mut args = vec!["remove-all".to_owned()];
         args.extend(ids.iter().map(|id| id.to_string()));
         self.change(args)
+            .map_err(|e| self.failed(Operation::Stubs, e))
     }
 
     fn reset(&self) -> Result<(), Unavailable> {
         self.change(vec!["reset".into()])
+            .map_err(|e| self.failed(Operation::Stubs, e))
     }
 
     fn problem(&self) -> Option<String> {

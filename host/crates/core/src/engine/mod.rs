@@ -22,7 +22,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::mapping::Mapping;
 use crate::metrics::MappingStats;
-use crate::shared::{self, SharedScenarios, Step};
+use crate::shared::{SharedScenarios, Step, Unavailable};
 use decoy_matching::custom::MatchFailure;
 use decoy_spec::plan::{ResponsePlan, add_delay};
 use decoy_spec::request::RequestSnapshot;
@@ -302,37 +302,30 @@ impl Engine {
     }
 
     /// A scenario's state. With shared states this asks the shared store (blocking:
-    /// admin API threads only); when it cannot, the failure is noted for the admin
-    /// reply ([`shared::take_failure`]) and [`STARTED`] returned.
-    pub fn scenario_state(&self, name: &str) -> String {
-        match &self.scenarios {
+    /// admin API threads only), which can fail.
+    pub fn scenario_state(&self, name: &str) -> Result<String, Unavailable> {
+        Ok(match &self.scenarios {
             Scenarios::Local(states) => lock(states)
                 .get(name)
                 .cloned()
                 .unwrap_or_else(|| STARTED.to_owned()),
-            Scenarios::Shared(shared) => match shared.states_blocking() {
-                Ok(mut states) => states.remove(name).unwrap_or_else(|| STARTED.to_owned()),
-                Err(e) => {
-                    shared::note_failure(shared::Operation::Scenario, e);
-                    STARTED.to_owned()
-                }
-            },
-        }
+            Scenarios::Shared(shared) => shared
+                .states_blocking()?
+                .remove(name)
+                .unwrap_or_else(|| STARTED.to_owned()),
+        })
     }
 
     /// Every scenario back to [`STARTED`] (shared: as [`Engine::scenario_state`]).
-    pub fn reset_scenarios(&self) {
+    pub fn reset_scenarios(&self) -> Result<(), Unavailable> {
         match &self.scenarios {
             Scenarios::Local(states) => lock(states).clear(),
-            Scenarios::Shared(shared) => {
-                if let Err(e) = shared.reset() {
-                    shared::note_failure(shared::Operation::Scenario, e);
-                }
-            }
+            Scenarios::Shared(shared) => shared.reset()?,
         }
+        Ok(())
     }
 
-    pub fn set_scenario_state(&self, name: &str, state: &str) {
+    pub fn set_scenario_state(&self, name: &str, state: &str) -> Result<(), Unavailable> {
         match &self.scenarios {
             Scenarios::Local(states) => {
                 let mut states = lock(states);
@@ -342,12 +335,9 @@ impl Engine {
                     states.insert(name.to_owned(), state.to_owned());
                 }
             }
-            Scenarios::Shared(shared) => {
-                if let Err(e) = shared.set_state(name, state) {
-                    shared::note_failure(shared::Operation::Scenario, e);
-                }
-            }
+            Scenarios::Shared(shared) => shared.set_state(name, state)?,
         }
+        Ok(())
     }
 
     /// Finds the mapping for `req` and plans the response, with scenario states in
@@ -388,7 +378,11 @@ impl Engine {
         match found {
             Some((rank, failure)) => self.matched(&set, rank, failure, req),
             None => Outcome::NotMatched {
-                plan: report::not_matched_plan(&set, req, |name| self.scenario_state(name)),
+                // Local states (the shared ones are read by `respond_async`).
+                plan: report::not_matched_plan(&set, req, |name| {
+                    self.scenario_state(name)
+                        .unwrap_or_else(|_| STARTED.to_owned())
+                }),
             },
         }
     }
@@ -467,7 +461,6 @@ impl Engine {
                 Ok(Some(i)) => steps.get(i).map(|&rank| (rank, None)),
                 Ok(None) => last,
                 Err(e) => {
-                    shared::count_failure(shared::Operation::Scenario);
                     tracing::warn!("{e}: scenario request answered 503");
                     let mapping = set.ranked[steps[0]].mapping.clone();
                     let stats = set.ranked[steps[0]].stats.clone();
@@ -645,6 +638,7 @@ pub fn failure_plan(mapping: &Mapping, plugin: &str, reason: &str, loading: bool
 mod tests {
     use super::*;
     use crate::mapping::ParseContext;
+    use crate::shared;
     use serde_json::{Value, json};
     use std::sync::atomic::Ordering;
 
@@ -726,7 +720,7 @@ mod tests {
             "any",
             "the scenario is still in Started"
         );
-        e.set_scenario_state("s", "later");
+        e.set_scenario_state("s", "later").unwrap();
         assert_eq!(body(&e, "PUT", "/m"), "put-later");
     }
 
@@ -754,9 +748,9 @@ mod tests {
                 .status,
             201
         );
-        assert_eq!(e.scenario_state("todo"), "added");
+        assert_eq!(e.scenario_state("todo").unwrap(), "added");
         assert_eq!(body(&e, "GET", "/todo"), "one item");
-        e.reset_scenarios();
+        e.reset_scenarios().unwrap();
         assert_eq!(body(&e, "GET", "/todo"), "empty");
     }
 
@@ -765,7 +759,7 @@ mod tests {
         let s = |state: &str| json!({"scenarioName": "s", "requiredScenarioState": state, "newScenarioState": "next", "request": {"urlPath": "/s"}});
         let e = engine(vec![s("Started")]);
         e.respond(&RequestSnapshot::new("GET", "/s"));
-        assert_eq!(e.scenario_state("s"), "next");
+        assert_eq!(e.scenario_state("s").unwrap(), "next");
         let ctx = ParseContext {
             files_dir: "/x".into(),
             plugins: None,
@@ -774,9 +768,9 @@ mod tests {
         e.replace(vec![
             Mapping::parse(&s("next"), &ctx, None, &mut Vec::new()).unwrap(),
         ]);
-        assert_eq!(e.scenario_state("s"), "next");
+        assert_eq!(e.scenario_state("s").unwrap(), "next");
         e.replace(Vec::new());
-        assert_eq!(e.scenario_state("s"), STARTED);
+        assert_eq!(e.scenario_state("s").unwrap(), STARTED);
     }
 
     /// One `choose` call as the fake saw it: (scenario, required, new state) per step.

@@ -8,6 +8,7 @@ use super::files::{file_ids, file_of, is_single_stub_file, live_file_stub};
 use super::{Counts, State, Store, counts};
 use crate::mapping::Mapping;
 use crate::mapping::load;
+use crate::shared::Unavailable;
 use crate::stub_files::{PersistError, StubFiles};
 
 /// What [`Store::upsert`] did.
@@ -37,13 +38,13 @@ impl Store {
     /// to its file (see the module documentation). When state is shared, every
     /// instance applies the change, and so writes the file, as the shared store hands
     /// it on; a failure to write is logged there.
-    pub fn upsert(&self, m: Mapping) -> Upserted {
+    pub fn upsert(&self, m: Mapping) -> Result<Upserted, Unavailable> {
         match self.replicate(|r| r.put(&m)) {
-            None => self.upsert_here(m),
-            Some(_) => Upserted {
+            None => Ok(self.upsert_here(m)),
+            Some(done) => done.map(|()| Upserted {
                 mapping: Arc::new(m),
                 not_saved: None,
-            },
+            }),
         }
     }
 
@@ -165,7 +166,9 @@ impl Store {
                     }
                 }
             }
-            self.replicate(|r| r.remove(id));
+            if let Some(done) = self.replicate(|r| r.remove(id)) {
+                done?;
+            }
             return Ok(true);
         }
         self.remove_here(id, true)
@@ -234,7 +237,7 @@ impl Store {
     /// the mapping files they were loaded from or saved to. A file holding several
     /// stubs (`"mappings": [...]`, read-only to WireMock) is left on disk; its stubs are
     /// removed from what is served until a reset.
-    pub fn remove_all(&self) {
+    pub fn remove_all(&self) -> Result<(), Unavailable> {
         if self.replica.get().is_some() {
             let ids: Vec<Arc<str>> = self
                 .engine
@@ -242,10 +245,10 @@ impl Store {
                 .iter()
                 .map(|m| m.id.clone())
                 .collect();
-            self.replicate(|r| r.remove_all(&ids));
-            return;
+            return self.replicate(|r| r.remove_all(&ids)).unwrap_or(Ok(()));
         }
-        self.remove_all_here()
+        self.remove_all_here();
+        Ok(())
     }
 
     pub(super) fn remove_all_here(&self) {
@@ -280,11 +283,11 @@ impl Store {
 
     /// Back to what is on disk: drops API stubs, edits and deletions, re-reads files
     /// in the loader's order, as at start.
-    pub fn reset(&self) -> Counts {
-        if self.replicate(|r| r.reset()).is_some() {
-            return counts(&self.lock());
+    pub fn reset(&self) -> Result<Counts, Unavailable> {
+        if let Some(done) = self.replicate(|r| r.reset()) {
+            return done.map(|()| counts(&self.lock()));
         }
-        self.reset_here()
+        Ok(self.reset_here())
     }
 
     /// Under one lock, and always published: the API stubs it drops must go even when

@@ -252,10 +252,10 @@ mod tests {
     fn files_then_api_stubs_are_served_in_the_order_they_came() {
         let (dir, store) =
             store_with(&[("a.json", &stub("a", "/a")), ("b.json", &stub("b", "/b"))]);
-        store.upsert(api_stub(&store, &stub("c", "/c")));
+        store.upsert(api_stub(&store, &stub("c", "/c"))).unwrap();
         let rel = write(&dir, "d.json", &stub("d", "/d"));
         store.reload_files(&[rel]);
-        store.upsert(api_stub(&store, &stub("e", "/e")));
+        store.upsert(api_stub(&store, &stub("e", "/e"))).unwrap();
         assert_eq!(served(&store), ["a", "b", "c", "d", "e"]);
         // A rewritten file keeps its place.
         let rel = write(&dir, "a.json", &stub("a", "/a2"));
@@ -316,7 +316,7 @@ mod tests {
             r#"{"id": "p", "name": "kept", "persistent": true,
             "request": {"url": "/p"}, "response": {"status": 200}}"#,
         );
-        let done = store.upsert(m);
+        let done = store.upsert(m).unwrap();
         assert!(done.not_saved.is_none(), "{:?}", done.not_saved);
         let written: Vec<PathBuf> = load::mapping_files(dir.path()).unwrap();
         assert_eq!(written.len(), 1, "{written:?}");
@@ -332,12 +332,16 @@ mod tests {
     #[test]
     fn reset_drops_api_stubs_and_edits_and_reads_the_files_again() {
         let (dir, store) = store_with(&[("a.json", &stub("a", "/a"))]);
-        store.upsert(api_stub(&store, &stub("api", "/api")));
-        store.upsert(api_stub(&store, &stub("a", "/edited")));
+        store
+            .upsert(api_stub(&store, &stub("api", "/api")))
+            .unwrap();
+        store
+            .upsert(api_stub(&store, &stub("a", "/edited")))
+            .unwrap();
         assert_eq!(url_of(&store, "a"), "/edited");
         // A change on disk the watcher has not reported yet.
         write(&dir, "b.json", &stub("b", "/b"));
-        let counts = store.reset();
+        let counts = store.reset().unwrap();
         assert_eq!(served(&store), ["a", "b"]);
         assert_eq!(url_of(&store, "a"), "/a");
         assert_eq!(
@@ -352,9 +356,11 @@ mod tests {
     #[test]
     fn reset_on_a_root_with_no_stub_file_drops_the_api_stubs() {
         let (_dir, store) = store_with(&[]);
-        store.upsert(api_stub(&store, &stub("api", "/api")));
+        store
+            .upsert(api_stub(&store, &stub("api", "/api")))
+            .unwrap();
         assert_eq!(served(&store), ["api"]);
-        let counts = store.reset();
+        let counts = store.reset().unwrap();
         assert!(served(&store).is_empty());
         assert_eq!(counts, Counts::default());
     }
@@ -362,7 +368,9 @@ mod tests {
     #[test]
     fn removing_an_api_stub_stops_serving_it() {
         let (_dir, store) = store_with(&[("a.json", &stub("a", "/a"))]);
-        store.upsert(api_stub(&store, &stub("api", "/api")));
+        store
+            .upsert(api_stub(&store, &stub("api", "/api")))
+            .unwrap();
         assert_eq!(served(&store), ["a", "api"]);
         assert!(store.remove("api").unwrap());
         assert_eq!(served(&store), ["a"]);
@@ -373,7 +381,9 @@ mod tests {
     fn editing_a_file_stub_serves_the_edit_in_its_place_and_leaves_the_file() {
         let (dir, store) =
             store_with(&[("a.json", &stub("a", "/a")), ("b.json", &stub("b", "/b"))]);
-        store.upsert(api_stub(&store, &stub("a", "/edited")));
+        store
+            .upsert(api_stub(&store, &stub("a", "/edited")))
+            .unwrap();
         assert_eq!(served(&store), ["a", "b"]);
         assert_eq!(url_of(&store, "a"), "/edited");
         let on_disk = std::fs::read_to_string(load::mappings_dir(dir.path()).join("a.json"));

@@ -38,22 +38,16 @@ impl Store {
     }
 
     /// Hands a change to the replica, if there is one: `None` when there is none (the
-    /// caller applies it here), else whether it succeeded. The replica applies it
-    /// here itself, through [`Store::apply_replicated`], in the order the shared
-    /// store gave all changes, so every instance applies the same changes in the same
-    /// order. A failure is noted for the admin reply ([`shared::take_failure`]).
+    /// caller applies it here), else whether the shared store took it. The replica
+    /// applies it here itself, through [`Store::apply_replicated`], in the order the
+    /// shared store gave all changes, so every instance applies the same changes in
+    /// the same order.
     pub(super) fn replicate(
         &self,
         write: impl FnOnce(&dyn StubReplica) -> Result<(), shared::Unavailable>,
-    ) -> Option<bool> {
+    ) -> Option<Result<(), shared::Unavailable>> {
         let r = self.replica.get()?;
-        Some(match write(r.as_ref()) {
-            Ok(()) => true,
-            Err(e) => {
-                shared::note_failure(shared::Operation::Stubs, e);
-                false
-            }
-        })
+        Some(write(r.as_ref()))
     }
 
     /// Applies a change made through the admin API of this or another instance, as
