@@ -134,7 +134,7 @@ async fn an_http_hit_publishes_templated_messages_to_rabbitmq_mqtt_and_nats_afte
                 "body": "{\"event\":\"order.created\",\"id\":\"{{jsonPath originalRequest.body '$.id'}}\"}",
                 "properties": {"event-type": "order.created", "order": "{{jsonPath originalRequest.body '$.id'}}"}}},
             {"name": "message", "parameters": {"connection": "mosquitto", "topic": format!("{base}/orders"),
-                "jsonBody": {"event": "order.created"}}},
+                "bodyFileName": "events/created.json"}},
             {"name": "message", "parameters": {"connection": "nats", "subject": subject,
                 "body": "created {{jsonPath originalRequest.body '$.id'}}", "delay": {"type": "fixed", "milliseconds": 50}}}
         ]
@@ -145,6 +145,10 @@ async fn an_http_hit_publishes_templated_messages_to_rabbitmq_mqtt_and_nats_afte
             &connections(crate::common::free_port()),
         ),
         ("mappings/orders.json", &stub.to_string()),
+        (
+            "__files/events/created.json",
+            r#"{"event":"order.created","id":"{{jsonPath originalRequest.body '$.id'}}"}"#,
+        ),
     ]);
     let server = crate::common::serve(dir.path()).await;
     assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
@@ -183,7 +187,7 @@ async fn an_http_hit_publishes_templated_messages_to_rabbitmq_mqtt_and_nats_afte
         (topic.as_str(), body.as_str()),
         (
             format!("{base}/orders").as_str(),
-            r#"{"event":"order.created"}"#
+            r#"{"event":"order.created","id":"A-17"}"#
         )
     );
     let m = tokio::time::timeout(WAIT, nats_sub.next())

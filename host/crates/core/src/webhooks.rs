@@ -129,13 +129,14 @@ impl<S: WebhookSink + ?Sized> WebhookSink for Arc<S> {
 pub fn parse(
     obj: &Map<String, Value>,
     plugins: Option<&Plugins>,
+    files_dir: &std::path::Path,
     warnings: &mut Vec<FieldError>,
 ) -> Result<Option<Webhooks>, Vec<FieldError>> {
     let mut hooks = Vec::new();
     let mut errors = Vec::new();
     let mut listeners = |key: &str, items: &[Value], warnings: &mut Vec<FieldError>| {
         for (i, item) in items.iter().enumerate() {
-            match parse_listener(item, &index(key, i), plugins, warnings) {
+            match parse_listener(item, &index(key, i), plugins, files_dir, warnings) {
                 Ok(Some(h)) => hooks.push(h),
                 Ok(None) => {}
                 Err(e) => errors.push(e),
@@ -195,6 +196,7 @@ fn parse_listener(
     item: &Value,
     at: &str,
     plugins: Option<&Plugins>,
+    files_dir: &std::path::Path,
     warnings: &mut Vec<FieldError>,
 ) -> Result<Option<Webhook>, FieldError> {
     let Value::Object(o) = item else {
@@ -228,7 +230,14 @@ fn parse_listener(
         }
         Some(Value::String(n)) if n == MESSAGE => {
             let params = o.field("parameters").unwrap_or(&Value::Null);
-            message_from(params, &join(at, "parameters"), plugins, warnings).map(Some)
+            message_from(
+                params,
+                &join(at, "parameters"),
+                plugins,
+                files_dir,
+                warnings,
+            )
+            .map(Some)
         }
         Some(Value::String(n)) => {
             warnings.push(not_installed(&join(at, "name"), n));
@@ -430,7 +439,7 @@ fn webhook_from(
 }
 
 /// The fields of a `message` listener's parameters.
-const MESSAGE_FIELDS: [&str; 9] = [
+const MESSAGE_FIELDS: [&str; 10] = [
     "connection",
     "queue",
     "topic",
@@ -438,19 +447,21 @@ const MESSAGE_FIELDS: [&str; 9] = [
     "body",
     "jsonBody",
     "base64Body",
+    "bodyFileName",
     "properties",
     "delay",
 ];
 
 /// A `message` listener from its parameters at `at`:
 /// `{"connection": "rabbit", "queue" | "topic" | "subject": "name", "body" | "jsonBody"
-/// | "base64Body": ..., "properties": {...}, "delay": {...}}`. Where it goes is checked
+/// | "base64Body" | "bodyFileName": ..., "properties": {...}, "delay": {...}}`. Where it goes is checked
 /// now (an error names the field); whether the connection exists is checked against
 /// `mq-connections.json` by the binary, which knows both.
 fn message_from(
     params: &Value,
     at: &str,
     plugins: Option<&Plugins>,
+    files_dir: &std::path::Path,
     warnings: &mut Vec<FieldError>,
 ) -> Result<Webhook, FieldError> {
     let Value::Object(p) = params else {
@@ -534,39 +545,28 @@ fn message_from(
             ));
         }
     };
-    let body = match (p.field("body"), p.field("jsonBody"), p.field("base64Body")) {
-        (Some(Value::String(t)), None, None) => Some(WebhookBody::Text(t.clone())),
-        (None, Some(j), None) => Some(WebhookBody::Text(j.to_string())),
-        (None, None, Some(Value::String(b))) => Some(WebhookBody::Binary(Bytes::from(
-            base64::engine::general_purpose::STANDARD
-                .decode(b.trim())
-                .map_err(|e| {
-                    FieldError::new(join(at, "base64Body"), format!("not valid base64: {e}"))
-                })?,
-        ))),
-        (None, None, None) => None,
-        (Some(other), None, None) => {
-            return Err(FieldError::new(
-                join(at, "body"),
-                format!(
-                    "expected a string, found {}: write JSON under \"jsonBody\"",
-                    kind(other)
-                ),
-            ));
-        }
-        (None, None, Some(other)) => {
-            return Err(FieldError::new(
-                join(at, "base64Body"),
-                format!("expected a string, found {}", kind(other)),
-            ));
-        }
-        _ => {
-            return Err(FieldError::new(
-                at,
-                "give one of \"body\", \"jsonBody\" and \"base64Body\"",
-            ));
-        }
-    };
+    // As a response's body (a JSON `body` is written as JSON, a file is read from
+    // `__files` now); text is a template, `base64Body` and a file that is not UTF-8
+    // are sent as they are.
+    let keys = ["body", "jsonBody", "base64Body", "bodyFileName"];
+    let body = crate::mapping::parse_body_field(p, files_dir, &keys)
+        .map_err(|e| {
+            let field = e.path.strip_prefix("response").unwrap_or("");
+            let path = match field.strip_prefix('.') {
+                Some(key) => join(at, key),
+                None => at.to_owned(),
+            };
+            FieldError::new(path, e.reason)
+        })?
+        .map(|bytes| {
+            if p.field("base64Body").is_some_and(|v| !v.is_null()) {
+                return WebhookBody::Binary(bytes);
+            }
+            match std::str::from_utf8(&bytes) {
+                Ok(text) => WebhookBody::Text(text.to_owned()),
+                Err(_) => WebhookBody::Binary(bytes),
+            }
+        });
     let mut properties = Vec::new();
     match p.field("properties") {
         None | Some(Value::Null) => {}
@@ -810,7 +810,12 @@ mod tests {
 
     fn parse_one(v: Value) -> (Result<Option<Webhooks>, Vec<FieldError>>, Vec<FieldError>) {
         let mut warnings = Vec::new();
-        let r = parse(v.as_object().unwrap(), None, &mut warnings);
+        let r = parse(
+            v.as_object().unwrap(),
+            None,
+            std::path::Path::new("/nonexistent/__files"),
+            &mut warnings,
+        );
         (r, warnings)
     }
 

@@ -1066,7 +1066,7 @@ fn parse_mapping(
             .map_err(|e| errors.extend(e))
             .ok(),
     };
-    let webhooks = decoy_core::webhooks::parse(obj, plugins, warnings)
+    let webhooks = decoy_core::webhooks::parse(obj, plugins, files_dir, warnings)
         .map_err(|e| errors.extend(e))
         .ok()
         .flatten();

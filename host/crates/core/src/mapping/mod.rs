@@ -264,10 +264,11 @@ impl Mapping {
             .map_err(|e| errors.push(e))
             .ok()
             .flatten();
-        let webhooks = crate::webhooks::parse(obj, ctx.plugins.as_deref(), warnings)
-            .map_err(|e| errors.extend(e))
-            .ok()
-            .flatten();
+        let webhooks =
+            crate::webhooks::parse(obj, ctx.plugins.as_deref(), &ctx.files_dir, warnings)
+                .map_err(|e| errors.extend(e))
+                .ok()
+                .flatten();
 
         match (request, response, errors.is_empty()) {
             (Some(request), Some(mut response), true) => {
