@@ -1000,8 +1000,12 @@ mod tests {
                 "serveEventListeners[0].parameters.queue",
             ),
             (
-                json!({"connection": "c", "queue": "q", "body": {"a": 1}}),
-                "serveEventListeners[0].parameters.body",
+                json!({"connection": "c", "queue": "q", "bodyFileName": "../x"}),
+                "serveEventListeners[0].parameters.bodyFileName",
+            ),
+            (
+                json!({"connection": "c", "queue": "q", "base64Body": "!"}),
+                "serveEventListeners[0].parameters.base64Body",
             ),
             (
                 json!({"connection": "c", "queue": "q", "body": "x", "jsonBody": 1}),
