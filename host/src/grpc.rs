@@ -8,29 +8,26 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use decoy_core::engine::Engine;
-use decoy_core::journal::Journal;
 use decoy_core::mapping::load::Problem;
-use decoy_core::serve::{Outcomes, Serve};
+use decoy_core::serve::Serve;
 use decoy_grpc::{CallInfo, Catalog, GrpcServer};
 
 use crate::http::body::ResponseBody;
 use crate::http::proxy::{ProxyClient, ProxyError};
+use crate::http::recorder::Recorder;
 use crate::webhooks::WebhookSender;
 
 /// The gRPC transport of a running server.
-pub type GrpcServe = GrpcServer<WebhookSender>;
+pub type GrpcServe = GrpcServer<WebhookSender, Arc<Recorder>>;
 
-/// Serves the services `catalog` read from `root/grpc`, counting into `outcomes`
-/// (registered as [`decoy_grpc::TRANSPORT`]) and proxying through `proxy`.
+/// Serves the services `catalog` read from `root/grpc` through `serve` (its outcomes
+/// registered as [`decoy_grpc::TRANSPORT`]; its recording `--record-mappings`'),
+/// proxying through `proxy`.
 pub fn start(
     root: &Path,
     catalog: Catalog,
-    engine: Arc<Engine>,
-    journal: Arc<Journal>,
-    outcomes: Outcomes<WebhookSender>,
+    serve: Serve<WebhookSender, Arc<Recorder>>,
     proxy: ProxyClient,
-    verbose: bool,
 ) -> Arc<GrpcServe> {
     if catalog.files > 0 {
         tracing::info!(
@@ -40,7 +37,6 @@ pub fn start(
             root.join(decoy_grpc::catalog::DIR).display()
         );
     }
-    let serve = Serve::new(engine, journal, outcomes, None, verbose);
     Arc::new(GrpcServer::new(root, catalog, serve).with_forward(Arc::new(Upstream(proxy))))
 }
 

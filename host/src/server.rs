@@ -402,19 +402,29 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         max_bytes: opts.journal_max_bytes,
         max_body: opts.journal_max_body,
     }));
+    // `--record-mappings`: proxied HTTP answers and gRPC calls written as stubs.
+    let recorder = opts.record_mappings.then(|| {
+        Arc::new(crate::http::recorder::Recorder::new(
+            &opts.root_dir,
+            opts.match_headers.clone(),
+        ))
+    });
     let grpc = crate::grpc::start(
         &opts.root_dir,
         grpc_catalog,
-        engine.clone(),
-        journal.clone(),
-        decoy_core::serve::Outcomes::register(
-            &metrics,
-            decoy_grpc::TRANSPORT,
-            Some(webhooks.clone()),
+        decoy_core::serve::Serve::new(
+            engine.clone(),
+            journal.clone(),
+            decoy_core::serve::Outcomes::register(
+                &metrics,
+                decoy_grpc::TRANSPORT,
+                Some(webhooks.clone()),
+            ),
+            recorder.clone(),
+            opts.http.verbose,
         ),
         ProxyClient::new(outbound.clone(), opts.proxy_timeout)
             .preserving_host(opts.preserve_host_header),
-        opts.http.verbose,
     );
     metrics.add_section(grpc.method_metrics());
     // Start watching in the background while the listeners come up (setting up the
@@ -458,12 +468,6 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     }
     let proxy =
         ProxyClient::new(outbound, opts.proxy_timeout).preserving_host(opts.preserve_host_header);
-    let recorder = opts.record_mappings.then(|| {
-        Arc::new(crate::http::recorder::Recorder::new(
-            &opts.root_dir,
-            opts.match_headers.clone(),
-        ))
-    });
     let admin = Arc::new(Admin {
         store: store.clone(),
         journal: journal.clone(),

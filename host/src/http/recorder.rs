@@ -53,6 +53,12 @@ impl Recorder {
     /// Records one proxied exchange unless the same request was recorded before.
     /// `case` is how the service spelled the answer's header names, when known.
     pub fn record(&self, req: &RequestSnapshot, plan: &ResponsePlan, case: Option<&HeaderCase>) {
+        if req
+            .header("content-type")
+            .is_some_and(|ct| ct.starts_with("application/grpc"))
+        {
+            return self.record_grpc(req, plan);
+        }
         let request = self.request_pattern(req);
         let key = request.to_string();
         {
@@ -130,6 +136,78 @@ impl Recorder {
         let task = move || match write() {
             Ok(()) => tracing::info!("recorded a mapping for {url}"),
             Err(e) => tracing::warn!("--record-mappings: cannot write the mapping for {url}: {e}"),
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn_blocking(task);
+            }
+            Err(_) => task(),
+        }
+    }
+
+    /// A proxied gRPC call, in the gRPC stub format (docs/grpc.md): the method's
+    /// path, the request message (or a client stream's array of them) exactly, the
+    /// answer's messages as `jsonBody` and its status and metadata as headers; one
+    /// file, no body file.
+    fn record_grpc(&self, req: &RequestSnapshot, plan: &ResponsePlan) {
+        let mut request = self.request_pattern(req);
+        request["urlPath"] = json!(req.path());
+        if let Some(obj) = request.as_object_mut() {
+            obj.remove("url");
+            obj.remove("bodyPatterns");
+        }
+        if !req.body.is_empty() {
+            request["bodyPatterns"] = json!([{ "equalToJson": req.body_text() }]);
+        }
+        let key = request.to_string();
+        if !self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            return;
+        }
+        let mut response = json!({ "status": plan.status });
+        if let Ok(v) = serde_json::from_slice::<Value>(&plan.body) {
+            response["jsonBody"] = v;
+        }
+        let headers: Map<String, Value> = plan
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    json!(String::from_utf8_lossy(v.as_bytes())),
+                )
+            })
+            .collect();
+        if !headers.is_empty() {
+            response["headers"] = Value::Object(headers);
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let mapping = json!({ "id": id, "request": request, "response": response, "uuid": id });
+        let file_id: String = rand::rng()
+            .sample_iter(rand::distr::Alphanumeric)
+            .take(5)
+            .map(char::from)
+            .collect();
+        let name = format!("mapping-{}-{file_id}.json", slug(req.path()));
+        let dir = self.mappings.clone();
+        let url = req.url.clone();
+        let task = move || {
+            let write = || -> std::io::Result<()> {
+                let path = paths::inside(&dir, &name, "mappings").map_err(std::io::Error::other)?;
+                std::fs::create_dir_all(&dir)?;
+                let text = serde_json::to_vec_pretty(&mapping).unwrap_or_default();
+                decoy_core::stub_files::create_exclusively(&path, text)
+            };
+            match write() {
+                Ok(()) => tracing::info!("recorded a mapping for {url}"),
+                Err(e) => {
+                    tracing::warn!("--record-mappings: cannot write the mapping for {url}: {e}")
+                }
+            }
         };
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {

@@ -488,3 +488,62 @@ async fn calls_are_counted_per_method_and_undeclared_methods_are_journaled() {
     assert_eq!(count["count"], 1);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn record_mappings_writes_proxied_grpc_calls_as_grpc_stubs() {
+    let real = EchoServer::start().await;
+    let root = common::root(&[
+        ("grpc/rec/v1/echo.proto", ECHO_PROTO),
+        (
+            "mappings/proxy.json",
+            &json!({"request": {"urlPathPattern": "/rec\\.v1\\.Echo/.*", "method": "POST"},
+                    "response": {"proxyBaseUrl": format!("http://{}", real.addr)}})
+            .to_string(),
+        ),
+    ]);
+    let mut opts = common::options(root.path());
+    opts.record_mappings = true;
+    opts.watch = false;
+    let server = decoy::server::start(opts).await.unwrap();
+    let ch = channel(server.http_addr).await;
+    let said = say(&ch, "hi").await;
+    assert_eq!(said.texts, ["echo: hi"]);
+    let counted = count(&ch, 2).await;
+    assert_eq!(counted.texts, ["1", "2"]);
+    // Written off the call's path: wait for both files.
+    let dir = root.path().join("mappings");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while common::file_names(&dir).len() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            common::file_names(&dir)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.shutdown().await;
+    real.stop().await;
+    std::fs::remove_file(dir.join("proxy.json")).unwrap();
+    let count_file = common::file_names(&dir)
+        .into_iter()
+        .find(|n| n.to_lowercase().contains("count"))
+        .unwrap_or_else(|| panic!("a file for Count in {:?}", common::file_names(&dir)));
+    let stub: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(count_file)).unwrap()).unwrap();
+    assert_eq!(stub["request"]["urlPath"], "/rec.v1.Echo/Count");
+    assert_eq!(
+        stub["response"]["jsonBody"],
+        json!([{"text": "1", "seq": "1"}, {"text": "2", "seq": "2"}])
+    );
+    // Played back with the real server gone.
+    let again = common::serve(root.path()).await;
+    assert!(
+        again.report.problems.is_empty(),
+        "{:?}",
+        again.report.problems
+    );
+    let ch = channel(again.http_addr).await;
+    assert_eq!(say(&ch, "hi").await, said);
+    assert_eq!(count(&ch, 2).await, counted);
+    again.shutdown().await;
+}

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use decoy_core::serve::{Arrival, Exchange, Forwarded, Recorded, Serve};
+use decoy_core::serve::{Arrival, Exchange, Forwarded, NoRecording, Recorded, Recording, Serve};
 use decoy_core::webhooks::WebhookSink;
 use decoy_spec::header_case::HeaderCase;
 use decoy_spec::plan::{ProxySpec, ResponsePlan};
@@ -52,10 +52,10 @@ pub const DEFAULT_MAX_MESSAGE: usize = 4 * 1024 * 1024;
 /// The gRPC transport: the services the root declares and the serve step its calls
 /// go through. One per server, shared by every connection.
 #[derive(Debug)]
-pub struct GrpcServer<W> {
+pub struct GrpcServer<W, R = NoRecording> {
     root: PathBuf,
     catalog: ArcSwap<Catalog>,
-    serve: Serve<W>,
+    serve: Serve<W, R>,
     max_message: usize,
     /// The transport's outbound client for proxy stubs (`None`: a proxy stub's call
     /// ends with UNIMPLEMENTED, saying so).
@@ -97,10 +97,10 @@ enum Answer {
     Reset,
 }
 
-impl<W: WebhookSink + 'static> GrpcServer<W> {
+impl<W: WebhookSink + 'static, R: Recording + 'static> GrpcServer<W, R> {
     /// Serves the services `catalog` declares (read from `root`'s `grpc/`), answering
     /// through `serve`.
-    pub fn new(root: &Path, catalog: Catalog, serve: Serve<W>) -> Self {
+    pub fn new(root: &Path, catalog: Catalog, serve: Serve<W, R>) -> Self {
         let methods = Arc::new(MethodMetrics::default());
         methods.sync(&catalog);
         GrpcServer {
@@ -135,7 +135,7 @@ impl<W: WebhookSink + 'static> GrpcServer<W> {
         self.catalog.load_full()
     }
 
-    pub fn serve(&self) -> &Serve<W> {
+    pub fn serve(&self) -> &Serve<W, R> {
         &self.serve
     }
 
@@ -1405,8 +1405,8 @@ fn respond(call: &Call, plan: &ResponsePlan, answer: Answer) -> Response<GrpcBod
 }
 
 /// Hands the webhooks off once the answer's body is done with.
-fn hand_off<W: WebhookSink>(
-    serve: &Serve<W>,
+fn hand_off<W: WebhookSink, R: Recording>(
+    serve: &Serve<W, R>,
     webhooks: Option<decoy_core::webhooks::Fired>,
     resp: Response<GrpcBody>,
 ) -> Response<GrpcBody> {
