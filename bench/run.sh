@@ -18,7 +18,7 @@ if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; th
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
 rustup target add wasm32-wasip2
-cargo build --release -p decoy --bins --features bench --example mq-load --example mqtt-load --example mq1-load --example plugin-calls --example fixed-rate --example grpc-load
+cargo build --release -p decoy --bins --features bench --example mq-load --example mqtt-load --example mq1-load --example nats-load --example plugin-calls --example fixed-rate --example grpc-load
 # A trivial Rust plugin for the per-call and start-up figures (the test plugin's noop mode).
 (cd tests/plugins/hostile && cargo build --quiet --release --target wasm32-wasip2 --target-dir ../../../target/test-plugins)
 mkdir -p bench/out/plugins
@@ -43,6 +43,13 @@ if (echo > /dev/tcp/127.0.0.1/1883) 2>/dev/null; then
 else
   echo "Mosquitto is not running on 127.0.0.1:1883: skipping the MQTT scenarios"
   rm -f bench/out/mqtt.json
+fi
+# NATS core request-reply: decoy beside a bare async-nats echo service.
+if (echo > /dev/tcp/127.0.0.1/4222) 2>/dev/null; then
+  python3 bench/nats.py "${MQ_SECONDS:-10}"
+else
+  echo "NATS is not running on 127.0.0.1:4222: skipping the NATS scenarios"
+  rm -f bench/out/nats.json
 fi
 
 # gRPC: decoy beside a plain tonic server answering the same messages (no broker needed).

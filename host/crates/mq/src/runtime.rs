@@ -6,8 +6,10 @@
 //! message against the queue's mappings in priority order and hands the reply to a
 //! sender over a bounded channel, so slow puts push back on receiving (and the
 //! broker's prefetch limit then holds further messages). A delayed reply waits on a
-//! timer, not a thread. A sender keeps up to 8 replies waiting for their confirms at
-//! once, so a broker round trip does not cap a queue's throughput.
+//! timer, not a thread. A sender keeps several replies waiting for their confirms at
+//! once (8 on RabbitMQ and IBM MQ, more on the transports whose clients wait for
+//! confirms cheaply: [`Broker::in_flight`]), so a broker round trip does not cap a
+//! queue's throughput.
 //!
 //! Delivery is at-least-once: a request is acknowledged only after its reply was
 //! confirmed by the broker. A failed put puts the request back; a lost connection is
@@ -50,10 +52,6 @@ use decoy_matching::pattern::Actual;
 
 /// Replies waiting for a sender, per sender.
 const HANDOFF: usize = 256;
-/// Replies one sender has put and not yet seen confirmed. Measured on RabbitMQ with
-/// lapin: 8 is several times the throughput of waiting for each confirm in turn,
-/// while 64 was slower than 8 (contention inside the client's confirm tracking).
-const IN_FLIGHT: usize = 8;
 /// How long shutdown waits for in-flight replies; past it, what is left is stopped
 /// (connects under way included) and the broker redelivers its requests.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -691,7 +689,8 @@ async fn supervise_sender(
         sender: None,
         backoff: Backoff::default(),
         broken: Arc::new(AtomicBool::new(false)),
-        window: Arc::new(Semaphore::new(IN_FLIGHT)),
+        // Replies waiting for their confirms at once (`Broker::in_flight`).
+        window: Arc::new(Semaphore::new(broker.in_flight().max(1))),
         in_flight: JoinSet::new(),
     };
     let mut pause = BACKOFF_START;
@@ -749,8 +748,8 @@ async fn send_loop(
                 }
             }
         };
-        // Up to IN_FLIGHT replies wait for their confirms at once; each request is
-        // acknowledged when its own reply is confirmed.
+        // Up to the broker's in-flight window of replies wait for their confirms at
+        // once; each request is acknowledged when its own reply is confirmed.
         let Ok(permit) = state.window.clone().acquire_owned().await else {
             break;
         };

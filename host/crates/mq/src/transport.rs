@@ -217,6 +217,14 @@ pub trait Broker: Send + Sync {
     fn how_to_create(&self, queue: &str) -> String {
         format!("define queue {queue:?} on the broker")
     }
+
+    /// Replies one sender may have put and not yet seen confirmed. 8 suits a broker
+    /// whose client tracks confirms in a shared structure (lapin: 64 was slower);
+    /// transports whose confirms are cheap to wait for raise it, so the broker's
+    /// round trip does not cap a queue's throughput.
+    fn in_flight(&self) -> usize {
+        8
+    }
     /// Creates `queue`, durable, when it does not exist: for the unmatched queue,
     /// which is decoy's own, so an unmatched message is kept rather than returned.
     /// A broker whose clients cannot create queues (IBM MQ) says so.

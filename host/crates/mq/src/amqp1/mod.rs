@@ -343,6 +343,12 @@ impl Broker for Amqp1Broker {
         )
     }
 
+    /// As many replies as a receiver may hold requests (`prefetch`): each waits for
+    /// its own outcome on the link, which costs nothing while it waits.
+    fn in_flight(&self) -> usize {
+        (self.config.prefetch as usize).clamp(8, 1000)
+    }
+
     /// RabbitMQ declares a queue named `/queue/NAME` when a link is attached to it:
     /// an unmatched queue that is missing is made so.
     fn declare_queue<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<(), BrokerError>> {

@@ -321,6 +321,14 @@ impl Raw {
         }
     }
 
+    /// The topic it was published on.
+    pub fn topic(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Raw::V4(p) => std::borrow::Cow::Borrowed(p.topic.as_str()),
+            Raw::V5(p) => String::from_utf8_lossy(&p.topic),
+        }
+    }
+
     /// The transport-neutral message: MQTT 5's user properties are its properties,
     /// its response topic the reply-to, its correlation data the correlation id.
     pub fn message(&self) -> Message {

@@ -328,6 +328,12 @@ impl Broker for MqttBroker {
         })
     }
 
+    /// Each reply waits for its PUBACK or PUBREC on a oneshot: a receiver's window of
+    /// requests (`prefetch`, at least 100) may all be answered at once.
+    fn in_flight(&self) -> usize {
+        usize::from(self.config.prefetch).max(100)
+    }
+
     /// Topics need no creating: a publication nobody subscribes to is accepted.
     fn declare_queue<'a>(&'a self, _queue: &'a str) -> BoxFuture<'a, Result<(), BrokerError>> {
         Box::pin(async { Ok(()) })
@@ -410,7 +416,7 @@ async fn drive_receiver(
         };
         match event {
             Ok(Event::Publish(p)) => {
-                let topic = p.message().topic.unwrap_or_default();
+                let topic = p.topic();
                 if !config::topic_matches(&shared.filter, &topic) {
                     // Left from an earlier subscription of this session.
                     tracing::warn!(

@@ -355,6 +355,12 @@ impl Broker for NatsBroker {
         )
     }
 
+    /// A core NATS publish does not wait for the server; a JetStream reply waits for
+    /// a flush, which covers every publish before it.
+    fn in_flight(&self) -> usize {
+        256
+    }
+
     /// A subject needs no creating: a message nobody subscribes to is dropped by the
     /// server, and one a stream captures is kept.
     fn declare_queue<'a>(&'a self, _subject: &'a str) -> BoxFuture<'a, Result<(), BrokerError>> {
