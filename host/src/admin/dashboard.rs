@@ -225,9 +225,10 @@ impl Admin {
                 plugin_failures += p.stats.failures.load(Relaxed);
             }
         }
-        // HTTP in one column, every other transport (the brokers') in the other.
+        // HTTP (and gRPC, which is served on it) in one column, the brokers' transports
+        // in the other.
         let transports = m.transports();
-        let http = |name: &str| name == crate::http::TRANSPORT;
+        let http = |name: &str| !decoy_mq::TRANSPORTS.contains(&name);
         Counters {
             http: Side::of(
                 transports

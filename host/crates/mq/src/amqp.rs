@@ -37,7 +37,7 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
-use super::config::AmqpConfig;
+use super::config::{AmqpConfig, TOPIC_QUEUE_PREFIX};
 use super::transport::PrivateReplies;
 use super::transport::{
     BoxFuture, Broker, BrokerError, Delivery, Destination, Message, Put, Receiver, ReplyPoint,
@@ -47,8 +47,6 @@ use super::transport::{
 /// The exchange topics are published on and subscribed to (RabbitMQ's MQTT and STOMP
 /// plugins use it too).
 pub const TOPIC_EXCHANGE: &str = "amq.topic";
-/// The queue a topic mapping's receivers share: this prefix and the topic pattern.
-pub const TOPIC_QUEUE_PREFIX: &str = "decoy.topic.";
 
 /// AMQP delivery mode 2: the broker keeps the message across a restart (when its queue
 /// is durable). Mode 1, or none, is transient.

@@ -51,6 +51,9 @@ pub const MAX_SENDERS: u64 = 1000;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// AMQP 0-9-1 carries a queue name as a short string: at most 255 bytes.
 pub const AMQP_NAME_MAX: usize = 255;
+/// On AMQP 0-9-1, the queue a topic mapping's receivers share: this prefix and the
+/// topic pattern (so a topic's length is checked here against what is left).
+pub const TOPIC_QUEUE_PREFIX: &str = "decoy.topic.";
 /// IBM MQ object names: at most 48 characters.
 pub const IBM_MQ_NAME_MAX: usize = 48;
 
@@ -802,7 +805,7 @@ fn check_name(
         ConnectionKind::Amqp(_) => {
             let prefixed = topic && subscribes;
             let max = if prefixed {
-                AMQP_NAME_MAX - super::amqp::TOPIC_QUEUE_PREFIX.len()
+                AMQP_NAME_MAX - TOPIC_QUEUE_PREFIX.len()
             } else {
                 AMQP_NAME_MAX
             };
@@ -811,7 +814,7 @@ fn check_name(
                     format!(
                         "a topic is at most {max} bytes on AMQP (its queue, {:?} and the topic, \
                          is a short string of at most {AMQP_NAME_MAX})",
-                        super::amqp::TOPIC_QUEUE_PREFIX
+                        TOPIC_QUEUE_PREFIX
                     )
                 } else {
                     format!("a queue name is at most {AMQP_NAME_MAX} bytes on AMQP 0-9-1")

@@ -64,7 +64,7 @@ use runtime::MqRuntime;
 use transport::Broker;
 
 /// The MQ transports' names: the `transport` label of their metrics.
-const TRANSPORTS: [&str; 5] = ["amqp", "ibm-mq", "nats", "mqtt", "amqp1"];
+pub const TRANSPORTS: [&str; 5] = ["amqp", "ibm-mq", "nats", "mqtt", "amqp1"];
 
 /// Under which name the MQ mappings' counters are listed in the metrics.
 const METRICS_OWNER: &str = "mq";
