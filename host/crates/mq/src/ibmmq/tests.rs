@@ -862,18 +862,25 @@ async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played
         f.queues.get("APP.REPLY").is_some_and(|q| q.len() == 2)
     })
     .await;
-    let recorded: Vec<(mq::MQMD, Vec<u8>)> = lock(&fake).queue("APP.REPLY").drain(..).collect();
+    let mut recorded: Vec<(mq::MQMD, Vec<u8>)> = lock(&fake).queue("APP.REPLY").drain(..).collect();
+    // Requests are forwarded several at a time: their replies may come in either
+    // order, each with the CorrelId the back end gave it.
+    recorded.sort_by_key(|(md, _)| md.CorrelId);
     for (i, (md, body)) in recorded.iter().enumerate() {
-        assert_eq!(body, format!("echo:{}", bodies[i]).as_bytes());
         assert_eq!(
             md.CorrelId,
             [7 + i as u8; 24],
             "the back end's CorrelId, passed on"
         );
+        assert_eq!(body, format!("echo:{}", bodies[i]).as_bytes());
     }
     {
         let f = lock(&fake);
-        let forwarded = f.puts.iter().find(|p| p.queue == "BACKEND.IN").unwrap();
+        let forwarded = f
+            .puts
+            .iter()
+            .find(|p| p.queue == "BACKEND.IN" && p.md.MsgId == [7; 24])
+            .unwrap();
         assert_eq!(string(&forwarded.md.ReplyToQ), "BACKEND.OUT");
         assert_eq!(forwarded.md.MsgId, [7; 24], "the request's MsgId kept");
         assert_eq!(forwarded.md.MsgType, 1, "MQMT_REQUEST");
@@ -898,7 +905,8 @@ async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played
     })
     .await;
     rt.shutdown().await;
-    let played: Vec<(mq::MQMD, Vec<u8>)> = lock(&fake).queue("APP.REPLY").drain(..).collect();
+    let mut played: Vec<(mq::MQMD, Vec<u8>)> = lock(&fake).queue("APP.REPLY").drain(..).collect();
+    played.sort_by_key(|(md, _)| md.CorrelId);
     for (i, (md, body)) in played.iter().enumerate() {
         assert_eq!(body, &recorded[i].1, "the recorded reply");
         assert_eq!(
