@@ -186,6 +186,152 @@ from the request by XPath; so do decoy's in the XPath rows here (through the bun
 account as wrong), while the bare responder's are fixed, the same size."""
 
 
+TRANSPORTS_HEADING = "## gRPC, MQTT, NATS, AMQP 1.0, emitted messages and MQ recording"
+
+
+def render_transports(out_dir, target=None):
+    """The section of the newer transports, from what bench/grpc.py, nats.py, mqtt.py,
+    mq_amqp1.py, emit.py and record_mq.py last wrote in bench/out (each part says when
+    its script has not been run)."""
+    import json
+    target = target or _target
+
+    def load(name):
+        p = out_dir / f"{name}.json"
+        return json.loads(p.read_text()) if p.exists() else None
+
+    parts, targets = [], []
+    g = load("grpc")
+    if g:
+        r = g["results"]
+        rows = [f"| {name} | {fmt(v['calls_per_s'])} | {fmt(v['messages_per_s'])} | {fmt(v['p50_ms'], 2)} | {fmt(v['p99_ms'], 2)} |"
+                for name, v in r.items()]
+        t, d = r.get("tonic unary"), r.get("decoy static unary")
+        many = r.get("decoy static unary, 1,000 methods")
+        if t and d:
+            rr, pr = d["calls_per_s"] / t["calls_per_s"], d["p99_ms"] / t["p99_ms"]
+            targets.append(target("gRPC static unary calls/s vs a plain tonic server", f"{rr:.2f}×", "≥ 0.7×", rr >= 0.7))
+            targets.append(target("gRPC static unary p99 vs a plain tonic server", f"{pr:.2f}×", "≤ 2×", pr <= 2))
+        if d and many:
+            cost = 1 - many["calls_per_s"] / d["calls_per_s"]
+            targets.append(target("gRPC: 1,000 methods' cost over one", f"{cost * 100:.0f}%", "≤ 10%", cost <= 0.10))
+        parts.append(f"""### gRPC
+
+`bench/grpc.py` ({g['profile']} build, {g['seconds']} s per scenario, {g['concurrency']} calls
+in flight over {g['connections']} HTTP/2 connections, driven by `host/examples/grpc-load.rs`,
+a tonic client): decoy's stubs beside a plain tonic server answering the same fixed
+messages, the ceiling.
+
+| scenario | calls/s | messages/s | p50 ms | p99 ms |
+|---|---:|---:|---:|---:|
+{chr(10).join(rows)}""")
+    else:
+        parts.append("### gRPC\n\nNot measured in this run (`bench/grpc.py`).")
+
+    rows = []
+    n = load("nats")
+    if n:
+        for row in n["rows"]:
+            rows.append((f"NATS: {row['scenario']}", row["decoy"]["tps"], row["decoy"]["p99_ms"],
+                         row["bare"]["tps"], row["bare"]["p99_ms"], row["ratio_tps"], "async-nats"))
+    m = load("mqtt")
+    if m:
+        for row in m["results"]:
+            rows.append((f"MQTT: {row['scenario']}", row["decoy"]["msgs_per_s"], row["decoy"]["p99_ms"],
+                         row["echo"]["msgs_per_s"], row["echo"]["p99_ms"], row["ratio"], "rumqttc"))
+    a = load("mq_amqp1")
+    if a:
+        for row in a["rows"]:
+            rows.append((f"AMQP 1.0: {row['scenario']}", row["decoy"]["tps"], row["decoy"]["p99_ms"],
+                         row["bare"]["tps"], row["bare"]["p99_ms"], row["ratio"], "fe2o3-amqp"))
+    if rows:
+        table = [f"| {s} | {fmt(dt)} | {fmt(dp, 1)} | {fmt(bt)} | {fmt(bp, 1)} | {lib} | {fmt(r, 2)}× |"
+                 for s, dt, dp, bt, bp, r, lib in rows]
+        for s, _, _, _, _, r, _ in rows:
+            targets.append(target(f"decoy vs the bare echo service: {s}", f"{r:.2f}×", "≥ 0.8×", r >= 0.8))
+        parts.append(f"""### MQTT, NATS and AMQP 1.0
+
+`bench/nats.py`, `bench/mqtt.py` and `bench/mq_amqp1.py`, against this machine's NATS,
+Mosquitto and RabbitMQ (its AMQP 1.0 plugin): decoy beside a bare echo service written
+with the same client library (`host/examples/nats-load.rs`, `mqtt-load.rs`,
+`mq1-load.rs`: no files, no matching, no metrics), the ceiling on that broker, driven
+by the same example's load driver on the same two cores.
+
+| scenario | decoy msg/s | decoy p99 ms | bare msg/s | bare p99 ms | bare echo on | decoy / bare |
+|---|---:|---:|---:|---:|---|---:|
+{chr(10).join(table)}""")
+    else:
+        parts.append("### MQTT, NATS and AMQP 1.0\n\nNot measured in this run.")
+
+    e = load("emit")
+    if e:
+        em = e["emit"]
+        parts.append(f"""### Messages published when a stub is hit
+
+`bench/emit.py` ({e['client']}, {e['connections']} connections, {e['seconds']} s each, one
+after the other): a plain stub, then a stub whose `message` listener publishes one
+{'templated' if e['templated'] else 'fixed'} event to RabbitMQ on each hit.
+
+| | HTTP req/s | events published and confirmed /s | events dropped past the limit | failed |
+|---|---:|---:|---:|---:|
+| plain stub | {fmt(e['plain']['rps'])} | | | |
+| stub publishing an event | {fmt(em['rps'])} | {fmt(em['events_per_s'])} | {fmt(em['dropped'])} | {fmt(em['failed'])} |
+
+Every event is either published (and found on the queue: {fmt(em['on_queue'])}) or
+counted in `decoy_published_messages_total`; the answers never wait for the broker.
+One connection publishes about as fast as one RabbitMQ channel confirms: a load that
+emits faster than that drops the excess, counted.""")
+    rq = load("record_mq")
+    if rq:
+        alone, through = rq["back end alone"], rq["through decoy record-mq"]
+        parts.append(f"""### MQ recording
+
+`bench/record_mq.py` ({rq['profile']} build, RabbitMQ, {rq['queues']} queue(s), {rq['window']}
+requests in flight): a bare lapin back end driven directly, then through `decoy
+record-mq`, which forwards each request, pairs the reply and passes it back.
+
+| | msg/s | p50 ms | p99 ms |
+|---|---:|---:|---:|
+| back end alone | {fmt(alone['tps'])} | {fmt(alone['p50_ms'], 2)} | {fmt(alone['p99_ms'], 2)} |
+| through `decoy record-mq` | {fmt(through['tps'])} | {fmt(through['p50_ms'], 2)} | {fmt(through['p99_ms'], 2)} |
+
+A recorded exchange crosses the broker four times rather than two: about half the
+back end's own rate is the ceiling of any recorder placed between.""")
+    import datetime
+    stamps = [p.stat().st_mtime for p in (out_dir / f"{n}.json" for n in
+              ("grpc", "nats", "mqtt", "mq_amqp1", "emit", "record_mq")) if p.exists()]
+    when = datetime.date.fromtimestamp(max(stamps)).isoformat() if stamps else "never"
+    body = "\n\n".join(parts)
+    goals = ""
+    if targets:
+        goals = "\n\n| target | measured | goal | |\n|---|---|---|---|\n" + "\n".join(targets)
+    return f"""{TRANSPORTS_HEADING}
+
+Each script is one command after `cargo build --release -p decoy --bins --features bench
+--example nats-load --example mqtt-load --example mq1-load --example mq-load --example
+grpc-load`; `bench/run.sh` runs them all. Same machine and caveats as above; last
+measured {when}.
+
+{body}{goals}
+"""
+
+
+def replace_transports_section(doc_path, out_dir):
+    """Puts a fresh transports section into docs/performance.md, before the notes."""
+    doc = doc_path.read_text()
+    section = render_transports(out_dir)
+    if TRANSPORTS_HEADING in doc:
+        start = doc.index(TRANSPORTS_HEADING)
+        end = doc.find("\n## ", start + 1)
+        doc = doc[:start] + section.rstrip() + "\n" + (doc[end:] if end >= 0 else "")
+    else:
+        marker = "\n" + PLUGINS_BEGIN
+        if marker not in doc:
+            marker = "\n## Notes"
+        doc = doc.replace(marker, "\n" + section + marker, 1)
+    doc_path.write_text(doc)
+
+
 def _target(label, value, goal, ok):
     return f"| {label} | {value} | {goal} | {'met' if ok else '**missed**'} |"
 
@@ -292,6 +438,11 @@ def _cpus():
 if __name__ == "__main__":
     import sys
     here = pathlib.Path(__file__).parent
+    if sys.argv[1:] == ["--transports-only"]:
+        # After bench/grpc.py, nats.py, mqtt.py, mq_amqp1.py, emit.py, record_mq.py.
+        replace_transports_section(here.parent / "docs" / "performance.md", here / "out")
+        print("updated the gRPC, broker, emitted-message and recording section of docs/performance.md")
+        sys.exit(0)
     if sys.argv[1:] == ["--plugins-and-mq-only"]:
         # After bench/plugins.py and bench/mq.py alone: refresh those two sections of
         # the page and leave the HTTP figures of the last full run as they are.

@@ -33,6 +33,8 @@ if (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   # Events published on HTTP hits, beside plain answers (needs PyPI pika).
   python3 -c 'import pika' 2>/dev/null || python3 -m pip install --quiet --user 'pika==1.3.2'
   python3 bench/emit.py "${MQ_SECONDS:-10}"
+  # Messages/s through `decoy record-mq` against the back end alone.
+  python3 bench/record_mq.py --seconds "${MQ_SECONDS:-10}"
 else
   echo "RabbitMQ is not running on 127.0.0.1:5672: skipping the MQ scenarios"
   rm -f bench/out/mq.json
@@ -74,3 +76,5 @@ python3 bench/bench.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-
 # WireMock; wrk closed-loop and a fixed-rate open-loop driver (bench/tail.py).
 python3 bench/tail.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
   --json bench/out/tail.json
+# The gRPC, broker, emitted-message and recording section, from what the scripts above wrote.
+python3 bench/report.py --transports-only
