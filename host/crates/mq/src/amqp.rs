@@ -301,6 +301,38 @@ impl AmqpBroker {
 }
 
 impl AmqpBroker {
+    /// Consumes `queue` on `channel` (with the connection's prefetch) as `tag`: the
+    /// receiver of a mapping's queue and of decoy's own reply queue alike.
+    async fn consume(
+        &self,
+        channel: Channel,
+        queue: String,
+        tag: String,
+    ) -> Result<AmqpReceiver, BrokerError> {
+        channel
+            .basic_qos(self.config.prefetch, BasicQosOptions::default())
+            .timed()
+            .await
+            .or_late()
+            .map_err(|e| err("basic.qos", e))?;
+        let consumer = channel
+            .basic_consume(
+                queue.as_str().into(),
+                tag.into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .timed()
+            .await
+            .or_late()
+            .map_err(|e| err(&format!("cannot consume from {queue:?}"), e))?;
+        Ok(AmqpReceiver {
+            _channel: channel,
+            consumer,
+            queue,
+        })
+    }
+
     /// Checks that `queue` exists (a passive declare): decoy does not create the
     /// system's queues unless the connection says `declareQueues`, so a missing one is
     /// reported rather than silently made, empty, on a shared broker. With
@@ -392,28 +424,10 @@ impl Broker for AmqpBroker {
                 }
                 from.name.clone()
             };
-            channel
-                .basic_qos(self.config.prefetch, BasicQosOptions::default())
-                .timed()
-                .await
-                .or_late()
-                .map_err(|e| err("basic.qos", e))?;
-            let consumer = channel
-                .basic_consume(
-                    queue.as_str().into(),
-                    format!("decoy-{index}").into(),
-                    BasicConsumeOptions::default(),
-                    FieldTable::default(),
-                )
-                .timed()
-                .await
-                .or_late()
-                .map_err(|e| err(&format!("cannot consume from {queue:?}"), e))?;
-            Ok(Box::new(AmqpReceiver {
-                _channel: channel,
-                consumer,
-                queue,
-            }) as Box<dyn Receiver>)
+            let rx = self
+                .consume(channel, queue, format!("decoy-{index}"))
+                .await?;
+            Ok(Box::new(rx) as Box<dyn Receiver>)
         })
     }
 
@@ -468,35 +482,14 @@ impl Broker for AmqpBroker {
                 .or_late()
                 .map_err(|e| err("cannot declare a reply queue", e))?;
             let queue = declared.name().as_str().to_owned();
-            channel
-                .basic_qos(self.config.prefetch, BasicQosOptions::default())
-                .timed()
-                .await
-                .or_late()
-                .map_err(|e| err("basic.qos", e))?;
-            let consumer = channel
-                .basic_consume(
-                    queue.as_str().into(),
-                    format!("decoy-replies-{index}").into(),
-                    BasicConsumeOptions::default(),
-                    FieldTable::default(),
-                )
-                .timed()
-                .await
-                .or_late()
-                .map_err(|e| err(&format!("cannot consume from {queue:?}"), e))?;
             let point = ReplyPoint {
                 name: queue.clone(),
                 per_request: None,
             };
-            Ok((
-                point,
-                Box::new(AmqpReceiver {
-                    _channel: channel,
-                    consumer,
-                    queue,
-                }) as Box<dyn Receiver>,
-            ))
+            let rx = self
+                .consume(channel, queue, format!("decoy-replies-{index}"))
+                .await?;
+            Ok((point, Box::new(rx) as Box<dyn Receiver>))
         })
     }
 

@@ -169,6 +169,14 @@ fn round(d: Duration) -> Duration {
     }
 }
 
+/// Waits `d`, or less when `stop` turns true; says whether it did (time to stop).
+pub async fn sleep_or_stop(d: Duration, stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => false,
+        _ = stop.wait_for(|s| *s) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

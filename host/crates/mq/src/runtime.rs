@@ -43,7 +43,7 @@ use tokio::task::{JoinError, JoinHandle, JoinSet};
 
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
 use super::incidents::{Incidents, Panics, panic_message};
-use super::retry::{BACKOFF_MAX, BACKOFF_START, Backoff, Trouble};
+use super::retry::{BACKOFF_MAX, BACKOFF_START, Backoff, Trouble, sleep_or_stop};
 use super::transport::{Broker, Delivery, Destination, Message, Put, Sender, Settle};
 use decoy_core::metrics::{MappingStats, TransportMetrics};
 use decoy_core::serve::Outcomes;
@@ -393,13 +393,6 @@ impl MqRuntime {
                 "MQ replies still pending after {DRAIN:?} were abandoned; the broker will redeliver their requests"
             );
         }
-    }
-}
-
-async fn sleep_or_stop(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(d) => false,
-        _ = stop.wait_for(|s| *s) => true,
     }
 }
 

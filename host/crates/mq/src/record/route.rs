@@ -25,7 +25,7 @@ use super::book::{Book, Exchange};
 use super::spec::{RecordSpec, ReplyMode, Route};
 use super::stubs::request_part;
 use crate::config::Correlation;
-use crate::retry::{Backoff, Trouble};
+use crate::retry::{Backoff, Trouble, sleep_or_stop};
 use crate::transport::{Broker, Delivery, Destination, Message, Put, ReplyPoint, Sender, Settle};
 
 /// What a route's tasks share.
@@ -55,14 +55,6 @@ impl RouteTasks {
 
     fn key(&self, id: &str) -> String {
         format!("{}:{id}", self.index)
-    }
-}
-
-/// Sleeps `d` unless `stop` comes first (then `true`).
-async fn pause(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(d) => false,
-        _ = stop.wait_for(|s| *s) => true,
     }
 }
 
@@ -119,7 +111,7 @@ async fn send(
             Ok(s) => s,
             Err(e) => {
                 t.trouble.failed(what, &e, None);
-                if pause(backoff.next_pause(), stop).await {
+                if sleep_or_stop(backoff.next_pause(), stop).await {
                     return None;
                 }
                 continue;
@@ -138,7 +130,7 @@ async fn send(
                     *slot = None;
                 }
                 drop(slot);
-                if pause(backoff.next_pause(), stop).await {
+                if sleep_or_stop(backoff.next_pause(), stop).await {
                     return None;
                 }
             }
@@ -228,7 +220,7 @@ async fn receive_requests(
                     )
                 });
                 t.trouble.failed(&receiving, &e, calm);
-                if pause(backoff.next_pause(), &mut stop).await {
+                if sleep_or_stop(backoff.next_pause(), &mut stop).await {
                     return;
                 }
                 continue 'connect;
@@ -244,7 +236,7 @@ async fn receive_requests(
                 Ok(None) => return,
                 Err(e) => {
                     t.trouble.failed(&receiving, &e, None);
-                    if pause(backoff.next_pause(), &mut stop).await {
+                    if sleep_or_stop(backoff.next_pause(), &mut stop).await {
                         return;
                     }
                     continue 'connect;
@@ -365,7 +357,7 @@ async fn forward(
                 );
                 tracing::warn!("{line}");
                 t.book.note(line);
-                pause(Duration::from_secs(1), &mut job_stop).await;
+                sleep_or_stop(Duration::from_secs(1), &mut job_stop).await;
                 let _ = delivery.settle(Settle::Requeue).await;
             }
             None => {
@@ -426,7 +418,7 @@ async fn receive_replies(
                     )
                 });
                 t.trouble.failed(&receiving, &e, calm);
-                if pause(backoff.next_pause(), &mut stop).await {
+                if sleep_or_stop(backoff.next_pause(), &mut stop).await {
                     return;
                 }
                 continue 'connect;
@@ -450,7 +442,7 @@ async fn receive_replies(
                     if point.is_some() {
                         t.point.send_replace(None);
                     }
-                    if pause(backoff.next_pause(), &mut stop).await {
+                    if sleep_or_stop(backoff.next_pause(), &mut stop).await {
                         return;
                     }
                     continue 'connect;
