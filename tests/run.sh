@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
+# Everything a test needs is installed below: a test that finds a tool missing fails
+# here rather than skipping (host/tests/it/common's `skip`).
+export DECOY_TESTS_REQUIRE_ALL=1
 
 log "RabbitMQ for the MQ tests (127.0.0.1:5672, guest/guest)"
 if ! (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then

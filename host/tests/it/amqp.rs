@@ -218,7 +218,7 @@ async fn the_service_keeps_answering_after_the_broker_drops_every_connection() {
         .arg("--help")
         .output();
     if rabbitmqctl.is_err() {
-        eprintln!("skipped: rabbitmqctl is not installed here (it is on CI, with the broker)");
+        crate::common::skip("rabbitmqctl is not installed here (it is on CI, with the broker)");
         return;
     }
     let (_conn, ch) = channel().await;

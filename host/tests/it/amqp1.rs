@@ -314,7 +314,7 @@ async fn every_amqp_1_0_request_is_answered_when_the_broker_drops_every_connecti
         .output()
         .is_err()
     {
-        eprintln!("skipped: rabbitmqctl is not installed here (it is on CI, with the broker)");
+        crate::common::skip("rabbitmqctl is not installed here (it is on CI, with the broker)");
         return;
     }
     let (_conn, ch) = channel().await;

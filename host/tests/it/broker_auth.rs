@@ -129,7 +129,7 @@ async fn said(log: &std::sync::Mutex<String>, parts: &[&str]) -> Option<String> 
 async fn mqtt_over_tls_with_a_password_is_served_and_a_wrong_password_is_refused_and_said() {
     let dir = tempfile::tempdir().unwrap();
     let Some(certs) = certificates(dir.path()) else {
-        eprintln!("skipped: the openssl CLI is not installed here (apt-get install openssl)");
+        crate::common::skip("the openssl CLI is not installed here (apt-get install openssl)");
         return;
     };
     let passwords = dir.path().join("passwords");
@@ -138,7 +138,7 @@ async fn mqtt_over_tls_with_a_password_is_served_and_a_wrong_password_is_refused
         .arg(&passwords)
         .args(["decoy", "s3cret pass"]))
     {
-        eprintln!("skipped: mosquitto_passwd is not installed here (apt-get install mosquitto)");
+        crate::common::skip("mosquitto_passwd is not installed here (apt-get install mosquitto)");
         return;
     }
     let (tls_port, plain_port) = (crate::common::free_port(), crate::common::free_port());
@@ -165,7 +165,7 @@ async fn mqtt_over_tls_with_a_password_is_served_and_a_wrong_password_is_refused
         .stderr(Stdio::null())
         .spawn()
     else {
-        eprintln!("skipped: mosquitto is not installed here (tests/run.sh installs it)");
+        crate::common::skip("mosquitto is not installed here (tests/run.sh installs it)");
         return;
     };
     let _broker = Process(child);
@@ -281,7 +281,7 @@ async fn nats_server(dir: &Path, name: &str, conf: &str) -> Option<(Process, u16
 async fn nats_over_tls_with_a_user_and_with_a_token_is_served_and_wrong_credentials_are_said() {
     let dir = tempfile::tempdir().unwrap();
     let Some(certs) = certificates(dir.path()) else {
-        eprintln!("skipped: the openssl CLI is not installed here (apt-get install openssl)");
+        crate::common::skip("the openssl CLI is not installed here (apt-get install openssl)");
         return;
     };
     let Some((_tls_server, tls_port)) = nats_server(
@@ -296,7 +296,7 @@ async fn nats_over_tls_with_a_user_and_with_a_token_is_served_and_wrong_credenti
     )
     .await
     else {
-        eprintln!("skipped: nats-server is not installed here (tests/run.sh installs it)");
+        crate::common::skip("nats-server is not installed here (tests/run.sh installs it)");
         return;
     };
     let (_token_server, token_port) = nats_server(

@@ -1276,7 +1276,7 @@ fn https_keystores_in_jks_and_pkcs12_serve_https() {
             keypass,
         ]);
         if !made {
-            eprintln!("skipped: keytool (Java) is not installed");
+            crate::common::skip("keytool (Java) is not installed");
             return;
         }
         let cert = p(&format!("{file}.pem"));

@@ -502,12 +502,12 @@ async fn requests_at_qos_1_are_all_answered_across_a_broker_restart() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: mosquitto is not installed here (tests/run.sh installs it)");
+        crate::common::skip("mosquitto is not installed here (tests/run.sh installs it)");
         return;
     }
     let port = crate::common::free_port();
     let Some(broker) = Private::start(port, tempfile::tempdir().unwrap()) else {
-        eprintln!("skipped: mosquitto could not be started");
+        crate::common::skip("mosquitto could not be started");
         return;
     };
     let url = format!("mqtt://127.0.0.1:{port}");
@@ -617,12 +617,12 @@ async fn two_decoys_sharing_a_subscription_answer_every_qos_1_request_across_a_b
         .output()
         .is_err()
     {
-        eprintln!("skipped: mosquitto is not installed here (tests/run.sh installs it)");
+        crate::common::skip("mosquitto is not installed here (tests/run.sh installs it)");
         return;
     }
     let port = crate::common::free_port();
     let Some(broker) = Private::start(port, tempfile::tempdir().unwrap()) else {
-        eprintln!("skipped: mosquitto could not be started");
+        crate::common::skip("mosquitto could not be started");
         return;
     };
     let url = format!("mqtt://127.0.0.1:{port}");
@@ -724,7 +724,7 @@ async fn a_broker_that_is_down_at_start_is_connected_to_once_it_is_up() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: mosquitto is not installed here (tests/run.sh installs it)");
+        crate::common::skip("mosquitto is not installed here (tests/run.sh installs it)");
         return;
     }
     let port = crate::common::free_port();

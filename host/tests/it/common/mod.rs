@@ -22,6 +22,17 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A test (or a part of one) that cannot run on this machine, for `reason`. Under
+/// the README's test command (`tests/run.sh` sets `DECOY_TESTS_REQUIRE_ALL`, and
+/// installs everything the tests use) that is a failure, so nothing counts as passed
+/// for want of a tool; in a plain `cargo test` elsewhere the test says it skipped.
+pub fn skip(reason: &str) {
+    if std::env::var_os("DECOY_TESTS_REQUIRE_ALL").is_some() {
+        panic!("cannot run here: {reason} (DECOY_TESTS_REQUIRE_ALL is set)");
+    }
+    eprintln!("skipped: {reason}");
+}
+
 /// A root directory built from `(relative path, contents)` pairs.
 pub fn root(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
