@@ -3,7 +3,8 @@
 
 Run it through bench/run.sh, which installs wrk and nginx and builds decoy. It
 generates the stub roots, starts each server in turn on 127.0.0.1, drives it with
-wrk, reads its peak RSS from /proc, and writes docs/performance.md. All load goes to
+wrk, reads its peak RSS from /proc, and writes its figures as JSON (--json), from
+which bench/report.py writes docs/performance.md's tables. All load goes to
 127.0.0.1 and every run is bounded by wrk's duration.
 
 Figures from a shared 2-core machine drift between runs; compare the ratios, which
@@ -309,8 +310,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wiremock-jar", required=True)
     ap.add_argument("--duration", type=int, default=10)
-    ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--json", default=None, help="also write raw figures here")
+    ap.add_argument("--json", default=str(REPO / "bench" / "out" / "last-run.json"),
+                    help="where to write the figures (bench/report.py reads them)")
     ap.add_argument("--baseline-exe", default=None,
                     help="an older decoy build (before the journal and metrics) to measure their cost against")
     args = ap.parse_args()
@@ -465,46 +466,10 @@ def main():
         results[f"startup-10000/{name}"] = {"first_answer_ms": times[len(times) // 2], "all_ms": times}
         print(f"startup with 10,000 stubs, {name}: {times} ms", flush=True)
 
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
-    write_report(results, pathlib.Path(args.out), d)
+    pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
+    print(f"wrote {args.json}; `python3 bench/report.py` puts it in docs/performance.md")
     shutil.rmtree(base, ignore_errors=True)
-
-
-# Sections measured by other scripts (bench/ab.py's side-by-side runs,
-# bench/dashboard.py) that a full
-# run does not measure again: carried over from the page as it was.
-def sections(text):
-    """The page cut at each `## ` heading: (heading line, text up to the next one)."""
-    cuts = [0] + [i + 1 for i in range(len(text)) if text.startswith("\n## ", i)]
-    parts = [text[a:b] for a, b in zip(cuts, cuts[1:] + [len(text)])]
-    return [(p.split("\n", 1)[0] if p.startswith("## ") else "", p) for p in parts]
-
-
-def write_report(r, out, duration):
-    from report import render  # bench/report.py
-    doc = render(r, duration)
-    old = out.read_text() if out.exists() else ""
-    # Sections this run does not write (issue write-ups, other scripts' sections) are
-    # kept, before or after the notes as they were: a run rewrites its own figures and
-    # loses nothing else.
-    before, after, seen_notes = [], [], False
-    for heading, text in sections(old):
-        if heading == "## Notes":
-            seen_notes = True
-        elif heading and heading not in doc:
-            (after if seen_notes else before).append(text.rstrip() + "\n\n")
-    doc = doc.replace("## Notes", "".join(before) + "## Notes", 1)
-    # The plugin section's text after its generated block is written by hand: kept.
-    from report import PLUGINS_END
-    if PLUGINS_END in old and PLUGINS_END in doc:
-        tail = old.split(PLUGINS_END, 1)[1]
-        by_hand = tail[:tail.find("\n## ")] if "\n## " in tail else tail
-        doc = doc.replace(PLUGINS_END, PLUGINS_END + by_hand.rstrip() + "\n", 1)
-    if after:
-        doc = doc.rstrip() + "\n\n" + "".join(after).rstrip() + "\n"
-    out.write_text(doc)
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

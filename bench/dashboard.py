@@ -8,7 +8,7 @@ shared machine hits both alike. Load: wrk -t2 -c64 on one static stub, as the
 static figure in bench/bench.py. Usage:
 
     cargo build --release -p decoy
-    python3 bench/dashboard.py [target/release/decoy] [--rounds 3] [--seconds 10]
+    python3 bench/dashboard.py [target/release/decoy] [--rounds 3] [--seconds 10] [--json FILE]
 
 Prints each run, the ratio of the medians (open / none), and the median of each
 round's own ratio (the two runs of a round are back to back, so that one is less
@@ -77,6 +77,7 @@ def main():
     ap.add_argument("decoy", nargs="?", default="target/release/decoy")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--json", default=None, help="also write the medians here (for bench/report.py)")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="decoy-dashboard-bench-")
     os.makedirs(os.path.join(root, "mappings"))
@@ -105,6 +106,10 @@ def main():
         pairs = [o / n for o, n in zip(runs["open"], runs["none"])]
         print(f"median: none {none:,.0f} req/s, one dashboard open {open_:,.0f} req/s, "
               f"ratio {open_ / none:.3f}; median of the rounds' ratios {statistics.median(pairs):.3f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"rounds": args.rounds, "seconds": args.seconds, "none_rps": none, "open_rps": open_,
+                           "median_round_ratio": statistics.median(pairs), "runs": runs}, f, indent=2)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

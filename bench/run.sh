@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# Benchmarks decoy against WireMock 3.13.2 and nginx and rewrites docs/performance.md.
-# Needs Debian's wrk and nginx, Java 17, npm; installs the first two when missing.
+# One benchmark run: every script in bench/ in turn, each writing its figures to
+# bench/out/*.json, then bench/report.py writing all of docs/performance.md's tables
+# from them. decoy beside nginx (the ceiling) and WireMock 3.13.2 for HTTP, beside
+# bare echo services for the message transports, beside tonic for gRPC.
+# Installs Debian's wrk, nginx-light, haproxy and redis-server when missing (apt-get)
+# and WireMock's jar (npm); needs Java 17 or later, npm and rustup. The MQ scripts need
+# RabbitMQ (5672, with its AMQP 1.0 plugin), Mosquitto (1883) and NATS (4222), and are
+# skipped, said so, when theirs is not running. Arguments go to bench/bench.py
+# (e.g. --duration 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 command -v nginx >/dev/null || missing+=(nginx-light)
+command -v haproxy >/dev/null || missing+=(haproxy)
+command -v redis-server >/dev/null || missing+=(redis-server)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y "${missing[@]}" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y "${missing[@]}" >/dev/null; }
 fi
 ulimit -n 20000 2>/dev/null || true
 
 wm=bench/out/wiremock
-if [ ! -f "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" ]; then
+jar="$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar"
+if [ ! -f "$jar" ]; then
   mkdir -p "$wm"
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
@@ -23,6 +33,11 @@ cargo build --release -p decoy --bins --features bench --example mq-load --examp
 (cd tests/plugins/hostile && cargo build --quiet --release --target wasm32-wasip2 --target-dir ../../../target/test-plugins)
 mkdir -p bench/out/plugins
 cp target/test-plugins/wasm32-wasip2/release/decoy_test_hostile.wasm bench/out/plugins/trivial.wasm
+
+# One run: nothing of an earlier run is reported with this one.
+(cd bench/out && rm -f machine.json last-run.json tail.json plugins.json mq.json mq_amqp1.json mqtt.json nats.json \
+  grpc.json emit.json record_mq.json scale_out.json dashboard.json)
+python3 bench/report.py --record-machine
 
 # MQ scenarios first (they need RabbitMQ; skipped with a note when it is not up).
 if (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
@@ -36,45 +51,32 @@ if (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
   # Messages/s through `decoy record-mq` against the back end alone.
   python3 bench/record_mq.py --seconds "${MQ_SECONDS:-10}"
 else
-  echo "RabbitMQ is not running on 127.0.0.1:5672: skipping the MQ scenarios"
-  rm -f bench/out/mq.json
+  echo "RabbitMQ is not running on 127.0.0.1:5672: skipping the RabbitMQ, AMQP 1.0, emitted-message and recording scenarios"
 fi
 # MQTT: decoy beside a bare rumqttc echo service, on Mosquitto.
 if (echo > /dev/tcp/127.0.0.1/1883) 2>/dev/null; then
   python3 bench/mqtt.py "${MQ_SECONDS:-10}"
 else
   echo "Mosquitto is not running on 127.0.0.1:1883: skipping the MQTT scenarios"
-  rm -f bench/out/mqtt.json
 fi
 # NATS core request-reply: decoy beside a bare async-nats echo service.
 if (echo > /dev/tcp/127.0.0.1/4222) 2>/dev/null; then
   python3 bench/nats.py "${MQ_SECONDS:-10}"
 else
   echo "NATS is not running on 127.0.0.1:4222: skipping the NATS scenarios"
-  rm -f bench/out/nats.json
 fi
 
 # gRPC: decoy beside a plain tonic server answering the same messages (no broker needed).
 python3 bench/grpc.py "${GRPC_SECONDS:-10}"
 
-# The journal's and metrics' cost is measured against the last build without them.
-baseline_rev=1080b70
-baseline=bench/out/baseline-$baseline_rev
-if [ ! -x "$baseline/target/release/decoy" ] && git cat-file -e "$baseline_rev^{commit}" 2>/dev/null; then
-  rm -rf "$baseline"
-  git worktree prune
-  git worktree add --detach "$baseline" "$baseline_rev" >/dev/null
-  (cd "$baseline" && cargo build --release -p decoy)
-fi
-extra=()
-[ -x "$baseline/target/release/decoy" ] && extra+=(--baseline-exe "$baseline/target/release/decoy")
-python3 bench/plugins.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
-  --plugins-dir bench/out/plugins
-python3 bench/bench.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
-  --json bench/out/last-run.json "${extra[@]}" "$@"
+python3 bench/plugins.py --wiremock-jar "$jar" --plugins-dir bench/out/plugins
+python3 bench/bench.py --wiremock-jar "$jar" --json bench/out/last-run.json "$@"
 # Tail latency of one static stub: nginx (1 worker), decoy in each thread layout,
 # WireMock; wrk closed-loop and a fixed-rate open-loop driver (bench/tail.py).
-python3 bench/tail.py --wiremock-jar "$wm/node_modules/wiremock/build/wiremock-standalone-3.13.2.jar" \
-  --json bench/out/tail.json
-# The gRPC, broker, emitted-message and recording section, from what the scripts above wrote.
-python3 bench/report.py --transports-only
+python3 bench/tail.py --wiremock-jar "$jar" --json bench/out/tail.json
+# Shared state through a private redis-server, instances behind HAProxy.
+python3 bench/scale_out.py --json bench/out/scale_out.json
+# Static throughput with one live dashboard open against none.
+python3 bench/dashboard.py target/release/decoy --json bench/out/dashboard.json
+# Every table of docs/performance.md, from the JSON files above.
+python3 bench/report.py
