@@ -275,9 +275,7 @@ def render_static(data):
     n_cpu = cpus(data)
     rows = []
     for key, label in [("static/nginx", "nginx, static 200 (the ceiling)"), ("static/decoy", "decoy, one static stub"),
-                       ("static/wiremock", "WireMock 3.13.2, one static stub"),
-                       ("stubs-10/decoy", "decoy, 10 stubs, requests spread"),
-                       ("stubs-10/wiremock", "WireMock 3.13.2, 10 stubs, requests spread")]:
+                       ("static/wiremock", "WireMock 3.13.2, one static stub")]:
         v = r.get(key) or {}
         rows.append([label, fmt(v.get("rps")), fmt(None if v.get("rps") is None else v["rps"] / n_cpu),
                      fmt(v.get("p99_ms"), 2), DASH if key.endswith("nginx") else fmt(v.get("rss_mib"), 1),
