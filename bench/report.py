@@ -251,6 +251,14 @@ def _fixed_p99(f):
     return ms(f.get("f_p99"))
 
 
+def _variant_name(server):
+    """tail.py's name for a decoy variant with its thread count (`decoy-reuseport-2t`)."""
+    m = re.fullmatch(r"decoy-(\w+)-(\d+)t", server)
+    if not m:
+        return server
+    return f"decoy, `{m.group(1)}`, `--container-threads {m.group(2)}`"
+
+
 def _delay(data):
     """The 100 ms-delay, 1,000-connection case of tail.py, by server: any median whose
     key is SERVER/CASE with "delay" in CASE (decoy's default layout for decoy)."""
@@ -306,7 +314,7 @@ def render_tail(data):
                 v = med.get(f"{s}/{c}")
                 if v is None:
                     continue
-                rows.append([f"{c:,}", names.get(s, s), fmt(v.get("rps")), times(ratio(v.get("rps"), n.get("rps"))),
+                rows.append([f"{c:,}", names.get(s) or _variant_name(s), fmt(v.get("rps")), times(ratio(v.get("rps"), n.get("rps"))),
                              ms(v.get("p99")), times(ratio(v.get("p99"), n.get("p99"))),
                              fmt(v.get("f_rate")), _fixed_p99(v), _fixed_ratio(v, n)])
         parts.append(table(["connections", "_server", "req/s, closed loop", "× nginx", "p99, closed loop", "× nginx",

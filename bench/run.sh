@@ -73,7 +73,8 @@ python3 bench/plugins.py --wiremock-jar "$jar" --plugins-dir bench/out/plugins
 python3 bench/bench.py --wiremock-jar "$jar" --json bench/out/last-run.json "$@"
 # Tail latency of one static stub: nginx (1 worker), decoy in each thread layout,
 # WireMock; wrk closed-loop and a fixed-rate open-loop driver (bench/tail.py).
-python3 bench/tail.py --wiremock-jar "$jar" --json bench/out/tail.json
+python3 bench/tail.py --wiremock-jar "$jar" --layouts reuseport,reuseport:2,shared --rounds 2 --duration 8 \
+  --json bench/out/tail.json
 # Shared state through a private redis-server, instances behind HAProxy.
 python3 bench/scale_out.py --json bench/out/scale_out.json
 # Static throughput with one live dashboard open against none.

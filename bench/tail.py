@@ -41,6 +41,8 @@ import bench  # noqa: E402  (the shared helpers: roots, servers, wrk)
 REPO = bench.REPO
 STATIC = {"request": {"method": "GET", "url": "/static"},
           "response": {"status": 200, "headers": {"Content-Type": "text/plain"}, "body": "hello"}}
+DELAYED = {"request": {"method": "GET", "url": "/delayed"},
+           "response": {"status": 200, "body": "hello", "fixedDelayMilliseconds": 100}}
 PROBE = {"request": {"urlPath": "/__probe"}, "response": {"status": 200}}
 
 
@@ -56,7 +58,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--wiremock-jar", default=None)
     ap.add_argument("--connections", default="32,256")
-    ap.add_argument("--layouts", default="reuseport,dealt,shared")
+    ap.add_argument("--layouts", default="reuseport,dealt,shared",
+                    help="decoy variants, each a --thread-layout with an optional :N for its "
+                         "--container-threads (e.g. reuseport,reuseport:2,shared)")
     ap.add_argument("--threads", type=int, default=None, help="decoy's --container-threads (default: one per core)")
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=1)
@@ -65,6 +69,10 @@ def main():
     ap.add_argument("--exe", default=str(REPO / "target" / "release" / "decoy"))
     ap.add_argument("--driver", default=str(REPO / "target" / "release" / "examples" / "fixed-rate"))
     ap.add_argument("--json", default=None, help="also write every sample here")
+    ap.add_argument("--delay-connections", type=int, default=1000,
+                    help="the delayed case: every answer 100 ms late, this many connections (0: skip it)")
+    ap.add_argument("--delay-rate", type=float, default=9000,
+                    help="the delayed case's fixed rate, req/s (at most connections / 0.1 s)")
     args = ap.parse_args()
     conns = [int(c) for c in args.connections.split(",")]
     for exe in (args.exe, args.driver):
@@ -72,12 +80,15 @@ def main():
             sys.exit(f"{exe} is missing: cargo build --release -p decoy --bins --features bench --example fixed-rate")
 
     base = pathlib.Path(tempfile.mkdtemp(prefix="decoy-tail-"))
-    root = bench.make_root(base, "static", [STATIC, PROBE])
-    threads = ["--container-threads", str(args.threads)] if args.threads else []
+    root = bench.make_root(base, "static", [STATIC, DELAYED, PROBE])
     servers = [("nginx", lambda p: bench.nginx(base, p, workers=1), "/")]
-    for layout in args.layouts.split(","):
-        servers.append((f"decoy-{layout}",
-                        lambda p, layout=layout: bench.decoy(root, p, "--thread-layout", layout, *threads, exe=args.exe),
+    for variant in args.layouts.split(","):
+        layout, _, n = variant.partition(":")
+        n = n or (str(args.threads) if args.threads else "")
+        threads = ["--container-threads", n] if n else []
+        servers.append((f"decoy-{layout}" + (f"-{n}t" if n else ""),
+                        lambda p, layout=layout, threads=threads: bench.decoy(root, p, "--thread-layout", layout,
+                                                                              *threads, exe=args.exe),
                         "/static"))
     if args.wiremock_jar:
         servers.append(("wiremock", lambda p: bench.wiremock(args.wiremock_jar, root, p), "/static"))
@@ -116,6 +127,32 @@ def main():
             finally:
                 server.stop()
 
+    # The delayed case: decoy in the first variant given (its default layout unless
+    # told otherwise) and WireMock; nginx cannot delay an answer. A server can answer
+    # at most connections / 0.1 s.
+    delay_case = f"delay-100ms-{args.delay_connections}"
+    delayed = {}
+    if args.delay_connections:
+        for name, make, _ in [s for s in servers if s[0] != "nginx"][:1] + [s for s in servers if s[0] == "wiremock"]:
+            runs = []
+            for rnd in range(args.rounds):
+                server = make(bench.free_port())
+                try:
+                    server.start()
+                    bench.wrk(server.port, path="/delayed", threads=1, connections=args.delay_connections, duration=3)
+                    w = bench.wrk(server.port, path="/delayed", threads=1, connections=args.delay_connections,
+                                  duration=args.duration, script=pcts_script(base))
+                    f = fixed_rate(args.driver, server.port, "/delayed", args.delay_rate, args.delay_connections,
+                                   args.duration)
+                    runs.append({"wrk": w, "fixed": f})
+                    print(f"round {rnd + 1} {name:16s} {delay_case}: wrk {w['rps']:9.0f} req/s p50 "
+                          f"{w['pcts'][50.0]:6.2f} p99 {w['pcts'][99.0]:7.2f} ms (errors {w['errors']}) | at "
+                          f"{f['rate']:.0f}/s: p99 {f['p99_ms']:7.2f} ms (achieved {f['achieved']:.0f}/s, "
+                          f"errors {f['errors']}, unsent {f['unsent']})", flush=True)
+                finally:
+                    server.stop()
+            delayed[name] = runs
+
     med = lambda xs: statistics.median(xs) if xs else float("nan")
     table = {}
     for name, _, _ in servers:
@@ -132,6 +169,19 @@ def main():
                 "f_p99": med([r["fixed"]["p99_ms"] for r in runs]),
                 "f_p999": med([r["fixed"]["p999_ms"] for r in runs]),
             }
+    for name, runs in delayed.items():
+        table[(name, delay_case)] = {
+            "rps": med([r["wrk"]["rps"] for r in runs]),
+            "p50": med([r["wrk"]["pcts"][50.0] for r in runs]),
+            "p99": med([r["wrk"]["pcts"][99.0] for r in runs]),
+            "p999": med([r["wrk"]["pcts"][99.9] for r in runs]),
+            "errors": med([r["wrk"]["errors"] for r in runs]),
+            "f_rate": med([r["fixed"]["rate"] for r in runs]),
+            "f_achieved": med([r["fixed"]["achieved"] for r in runs]),
+            "f_p50": med([r["fixed"]["p50_ms"] for r in runs]),
+            "f_p99": med([r["fixed"]["p99_ms"] for r in runs]),
+            "f_p999": med([r["fixed"]["p999_ms"] for r in runs]),
+        }
     print()
     print(f"machine: {platform.node()}, {platform.processor() or platform.machine()}, "
           f"{len(__import__('os').sched_getaffinity(0))} cores; {args.rounds} round(s), medians; "
@@ -151,7 +201,20 @@ def main():
                   f"| {x(t['p99'], n['p99'])} | {t['p999']:.2f} ms | {x(t['p999'], n['p999'])} "
                   f"| {t['f_rate']:,.0f}/s (got {t['f_achieved']:,.0f}) | {t['f_p50']:.2f} ms | {t['f_p99']:.2f} ms "
                   f"| {x(t['f_p99'], n['f_p99'])} | {t['f_p999']:.2f} ms | {x(t['f_p999'], n['f_p999'])} |")
+    if delayed:
+        print()
+        print(f"### every answer 100 ms late, {args.delay_connections} connections "
+              f"(at most {args.delay_connections * 10:,} req/s)")
+        print()
+        print("| server | req/s (wrk) | p50 | p99 | p99.9 | fixed rate | p99 | p99.9 |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for name in delayed:
+            t = table[(name, delay_case)]
+            print(f"| {name} | {t['rps']:,.0f} | {t['p50']:.2f} ms | {t['p99']:.2f} ms | {t['p999']:.2f} ms "
+                  f"| {t['f_rate']:,.0f}/s (got {t['f_achieved']:,.0f}) | {t['f_p99']:.2f} ms | {t['f_p999']:.2f} ms |")
     if args.json:
+        for name, runs in delayed.items():
+            samples[name][delay_case] = runs
         pathlib.Path(args.json).write_text(json.dumps(
             {"samples": {name: {str(c): v for c, v in by.items()} for name, by in samples.items()},
              "rates": {str(c): v for c, v in rates.items()},

@@ -104,6 +104,9 @@ cargo test --workspace
 log "the example plugins' end-to-end tests (ignored by a plain cargo test: they need the plugins built above)"
 cargo test -p decoy --test it -- --ignored plugin_examples::
 
+log "the benchmark report's rendering (bench/report.py on stored figures; no benchmark is run)"
+python3 bench/test_report.py
+
 log "admin API driven by a third-party client (PyPI package wiremock) against decoy"
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$tools"' EXIT

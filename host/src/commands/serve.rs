@@ -173,8 +173,9 @@ pub struct ServeArgs {
     /// in flight and no traffic, counted from accept (HTTP/1 and HTTP/2).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     jetty_idle_timeout: Option<u64>,
-    /// Worker threads serving requests (default: one per core). On a machine shared
-    /// with a load generator, 1 can cut tail latency (docs/performance.md).
+    /// Threads serving the stub ports (default: one per core but one, at least one,
+    /// leaving a core for a load generator or the rest of the machine). Where decoy
+    /// has the machine to itself, one per core (docs/performance.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     container_threads: Option<u32>,
     /// Which threads serve the stub ports: reuseport (a runtime per worker thread,
@@ -663,7 +664,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The multi-threaded tokio runtime every serving command runs on, with `workers`
-/// worker threads (`--container-threads`; default one per core).
+/// worker threads (`--container-threads`; default tokio's, one per core).
 pub fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = workers {
