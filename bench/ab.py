@@ -14,6 +14,8 @@ both alike; the medians and their ratio (B / A) are printed. Scenarios:
   >= 0.9x of 10" target), with the server's own CPU time per request for each
   (from /proc: steadier than req/s on shared cores) and the same ratio of those;
 - rss-10000: peak RSS (VmHWM) after that load, journal on (the default);
+- rss-10000-one-file: the same with the same 10,000 stubs in one
+  `{"mappings": [...]}` file (the same load, its throughput not reported);
 - start-10000: spawn to first answered request with 10,000 one-stub files, and the
   CPU time the server had used by then (less sensitive to a busy machine);
 - reload-10000: a mapping file renamed into place, as editors save, to the first
@@ -58,12 +60,13 @@ def main():
     roots = {"static": bench.make_root(base, "static", [static, probe])}
     for n in (10, 10000):
         roots[n] = bench.make_root(base, f"stubs-{n}", [bench.stub(i) for i in range(n)] + [probe])
+    roots["one-file-10000"] = bench.make_root_one_file(base, "one-file-10000", [bench.stub(i) for i in range(10000)] + [probe])
     if "reload" in groups:
         roots["churn-10000"] = bench.make_root(base, "churn-10000", [bench.stub(i) for i in range(10000)] + [probe])
         (roots["churn-10000"] / "mappings" / "churn.json").write_text(bench.churn_stub(0))
     scripts = {n: bench.lua_spread(base, n) for n in (10, 10000)}
     builds = {"A": args.a, "B": args.b}
-    res = {k: {"static": [], "stubs-10": [], "stubs-10000": [], "rss-10000": [], "start-10000": [], "start-10000-cpu": [], "reload-10000": [],
+    res = {k: {"static": [], "stubs-10": [], "stubs-10000": [], "rss-10000": [], "rss-10000-one-file": [], "start-10000": [], "start-10000-cpu": [], "reload-10000": [],
                "cpu-10": [], "cpu-10000": [], "round-ratio": [], "round-cpu-ratio": []} for k in builds}
 
     def load(label, exe, root, **kw):
@@ -95,6 +98,8 @@ def main():
             res[k]["stubs-10000"].append(r["rps"])
             res[k]["rss-10000"].append(rss)
             res[k]["round-ratio"].append(r["rps"] / r10["rps"])
+            _, rss_one = load("one-file-10000", exe, roots["one-file-10000"], script=scripts[10000])
+            res[k]["rss-10000-one-file"].append(rss_one)
             cpu = ""
             if "cpu_us" in r10 and "cpu_us" in r:
                 res[k]["cpu-10"].append(r10["cpu_us"])
@@ -103,7 +108,7 @@ def main():
                 cpu = f", CPU {r10['cpu_us']:.1f} / {r['cpu_us']:.1f} us a request"
             print(f"round {rnd + 1} {k}: static {res[k]['static'][-1]:.0f}, 10 spread {res[k]['stubs-10'][-1]:.0f}, "
                   f"10,000 spread {res[k]['stubs-10000'][-1]:.0f} req/s (ratio {res[k]['round-ratio'][-1]:.2f}){cpu}, "
-                  f"RSS {rss:.1f} MiB", flush=True)
+                  f"RSS {rss:.1f} MiB, one file {rss_one:.1f} MiB", flush=True)
     for i in range(args.starts if "start" in groups else 0):
         order = list(builds.items()) if i % 2 == 0 else list(reversed(builds.items()))
         for k, exe in order:
@@ -138,6 +143,7 @@ def main():
             ("server CPU a request, 10,000 stubs spread (us)", "cpu-10000", "{:.2f}"),
             ("CPU a request, 10 spread / 10,000 spread", "spread-cpu-ratio", "{:.2f}x"),
             ("RSS with 10,000 stubs, journal on (MiB)", "rss-10000", "{:.1f}"),
+            ("the same, the 10,000 stubs in one file (MiB)", "rss-10000-one-file", "{:.1f}"),
             ("first answer after start, 10,000 stubs (ms)", "start-10000", "{:.0f}"),
             ("CPU time used by then, all threads (ms)", "start-10000-cpu", "{:.0f}"),
             ("reload latency beside 10,000 stubs, median (ms)", "reload-10000", "{:.0f}")]

@@ -74,6 +74,16 @@ def make_root(base, name, stubs):
     return root
 
 
+def make_root_one_file(base, name, stubs):
+    """A root holding `stubs` in one `{"mappings": [...]}` file, as WireMock's
+    recorder's snapshot and many hand-kept roots have them."""
+    root = base / name
+    (root / "mappings").mkdir(parents=True)
+    (root / "__files").mkdir()
+    (root / "mappings" / "stubs.json").write_text(json.dumps({"mappings": stubs}, indent=2))
+    return root
+
+
 def lua_spread(base, n):
     """A wrk script sending each request to a random stub of n."""
     paths = [stub_path(i) for i in range(n)]
