@@ -145,7 +145,7 @@ fn validate_fails_when_it_finds_no_mapping_at_all() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("warning: hello.json: this file is directly in the root directory, where mappings are not read: move it to mappings/hello.json"), "{text}");
+    assert!(text.contains("warning: hello.json: this file is directly in the root directory, where mappings are not read: move it into mappings/ if it is a stub; otherwise keep it outside the root directory"), "{text}");
     assert!(text.contains("error: no mapping files found"), "{text}");
 }
 
