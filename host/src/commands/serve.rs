@@ -10,6 +10,11 @@ use decoy::http::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY, HttpConfig, tls};
 use decoy::server::{ServeOptions, start};
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Options are also read from the environment variables WIREMOCK_OPTIONS and DECOY_OPTIONS \
+                  (as the wiremock/wiremock image reads WIREMOCK_OPTIONS), wherever decoy serve runs, \
+                  container or not; an option given on the command line wins over both."
+)]
 pub struct ServeArgs {
     /// Directory holding `mappings/` (every *.json below it) and `__files/`.
     #[arg(long, default_value = ".", value_name = "DIR")]

@@ -145,7 +145,7 @@ fn validate_fails_when_it_finds_no_mapping_at_all() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("warning: hello.json: this file is directly in the root directory, where mappings are not read: move it to mappings/hello.json"), "{text}");
+    assert!(text.contains("warning: hello.json: this file is directly in the root directory, where mappings are not read: move it into mappings/ if it is a stub; otherwise keep it outside the root directory"), "{text}");
     assert!(text.contains("error: no mapping files found"), "{text}");
 }
 
@@ -647,6 +647,9 @@ fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library()
     assert!(err.contains("no-mq-here/lib64"), "{err}");
     assert!(err.contains("/opt/mqm/lib64"), "{err}");
     assert!(err.contains("MQ_INSTALLATION_PATH"), "{err}");
+    // Said once: as the error that stops the start, not first as a warning too.
+    let said = format!("{}{err}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(said.matches("was not found").count(), 1, "{said}");
 
     // A file of that name that is not a loadable library: said as plainly.
     let lib = dir.path().join("bad-mq/lib64");
@@ -660,6 +663,8 @@ fn serve_with_an_ibm_mq_connection_says_where_it_looked_for_the_client_library()
             && err.contains("bad-mq/lib64/libmqm_r.so"),
         "{err}"
     );
+    let said = format!("{}{err}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(said.matches("cannot load").count(), 1, "{said}");
 }
 
 // ---- WireMock 3.13.2's command line ----

@@ -147,6 +147,38 @@ pub fn broker_for(
     })
 }
 
+/// The brokers `message` listeners and the admin API publish through, made once per
+/// connection of `load`. Without MQ mappings, a connection whose broker cannot be made
+/// (IBM MQ without its client library) is only left out of publishing, with a
+/// warning. With MQ mappings the runtime cannot serve it either, which stops the start
+/// (or the reload): that error is returned here, before the warning is logged, so
+/// the reason is said once rather than as a warning and then again as the error.
+fn publishing_brokers(load: &MqLoad) -> anyhow::Result<MadeBrokers> {
+    let mut made = HashMap::new();
+    for c in &load.connections {
+        match broker_for(c, &[]) {
+            Ok(b) => made.insert(c.id.clone(), Ok(b)),
+            Err(e) if load.mappings.is_empty() => made.insert(c.id.clone(), Err(format!("{e:#}"))),
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(MadeBrokers(made))
+}
+
+/// What [`publishing_brokers`] made: a broker, or why there is none, per connection id.
+struct MadeBrokers(HashMap<String, Result<Arc<dyn Broker>, String>>);
+
+impl MadeBrokers {
+    /// The broker made for `c`, for [`publish::Publishers::replace`].
+    fn broker(&self, c: &config::Connection) -> anyhow::Result<Arc<dyn Broker>> {
+        match self.0.get(&c.id) {
+            Some(Ok(b)) => Ok(b.clone()),
+            Some(Err(e)) => Err(anyhow::anyhow!("{e}")),
+            None => broker_for(c, &[]),
+        }
+    }
+}
+
 /// Problems of `message` listeners that name a connection not among `connections`, for
 /// the stubs `listeners` lists: (file, stub, the listeners). Each names the file, the
 /// stub, the field and the connections there are.
@@ -225,9 +257,10 @@ impl MqService {
             live: Mutex::new(Vec::new()),
             publishers: Arc::default(),
         });
+        let made = publishing_brokers(&load)?;
         service
             .publishers
-            .replace(&load.connections, |c| broker_for(c, &[]));
+            .replace(&load.connections, |c| made.broker(c));
         let runtime = service.runtime_for(load)?;
         *lock(&service.running) = runtime;
         Ok(service)
@@ -292,8 +325,15 @@ impl MqService {
             return;
         }
         let count = load.mappings.len();
+        let made = match publishing_brokers(&load) {
+            Ok(made) => made,
+            Err(e) => {
+                tracing::warn!("MQ mappings not reloaded: {e}");
+                return;
+            }
+        };
         self.publishers
-            .replace(&load.connections, |c| broker_for(c, &[]));
+            .replace(&load.connections, |c| made.broker(c));
         let new = match self.runtime_for(load) {
             Ok(r) => r,
             Err(e) => {

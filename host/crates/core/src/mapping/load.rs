@@ -461,9 +461,8 @@ fn stray_json_files(root: &Path, claimed: &[&str]) -> Vec<Problem> {
         .map(|n| Problem {
             error: FieldError::new(
                 "",
-                format!(
-                    "this file is directly in the root directory, where mappings are not read: move it to mappings/{n}"
-                ),
+                "this file is directly in the root directory, where mappings are not read: \
+                 move it into mappings/ if it is a stub; otherwise keep it outside the root directory",
             ),
             file: PathBuf::from(n),
             stub: None,
@@ -883,7 +882,8 @@ mod tests {
         assert_eq!(
             text,
             [
-                "hello.json: this file is directly in the root directory, where mappings are not read: move it to mappings/hello.json"
+                "hello.json: this file is directly in the root directory, where mappings are not read: \
+                 move it into mappings/ if it is a stub; otherwise keep it outside the root directory"
             ]
         );
     }
