@@ -271,12 +271,12 @@ pub fn load_stub_file<T>(
         Ok((len, parsed)) => {
             out.hash = content_hash(&buf[..len]);
             parsed
-                .map(|v| (len, v))
+                .map(|p| (len, p))
                 .map_err(|e| format!("not valid JSON: {e}"))
         }
         Err(e) => Err(format!("cannot read the file: {e}")),
     };
-    let (len, value) = match read {
+    let (len, parsed) = match read {
         Ok(r) => r,
         Err(reason) => {
             out.problems.push(whole_file(reason));
@@ -286,28 +286,7 @@ pub fn load_stub_file<T>(
         }
     };
     let text = &buf[..len];
-    let single_stub = value.field("mappings").is_none();
-    let stubs = match stubs_in_file(&value) {
-        Ok(s) => s,
-        Err(e) => {
-            out.problems.push(Problem {
-                file: rel.to_path_buf(),
-                stub: None,
-                error: e,
-            });
-            out.rejected += 1;
-            keep_read_buf(buf);
-            return out;
-        }
-    };
-    // Exact capacity: a `Mapping` is large, and growing a vector per file doubles
-    // what a root of many small files holds while it loads.
-    out.mappings.reserve_exact(stubs.len());
-    // A one-stub file keeps its text as written (no re-serialising).
-    let as_written = single_stub
-        .then(|| std::str::from_utf8(text).ok().map(str::trim))
-        .flatten();
-    for (index, stub) in stubs.into_iter().enumerate() {
+    let mut one = |index: usize, stub: &Value, as_written: Option<&str>, out: &mut FileLoad<T>| {
         let stub_ref = || StubRef {
             index,
             id: id_keys
@@ -338,9 +317,111 @@ pub fn load_stub_file<T>(
                 stub: Some(stub_ref()),
                 error,
             }));
+    };
+    match parsed {
+        Parsed::List(spans) => {
+            // Exact capacity: a `Mapping` is large, and growing a vector doubles
+            // what a file of many stubs holds while it loads.
+            out.mappings.reserve_exact(spans.len());
+            for (index, span) in spans.into_iter().enumerate() {
+                // The file's syntax was checked whole; a stub that still does not
+                // parse on its own is nested past serde_json's depth limit, which
+                // the whole file is too: the file is refused, as it was when it
+                // was parsed in one piece.
+                let stub = match serde_json::from_slice::<Value>(&text[span]) {
+                    Ok(stub) => stub,
+                    Err(e) => {
+                        let e = serde_json::from_slice::<Value>(text).err().unwrap_or(e);
+                        out = FileLoad {
+                            hash: out.hash,
+                            ..FileLoad::default()
+                        };
+                        out.problems
+                            .push(whole_file(format!("not valid JSON: {e}")));
+                        out.rejected += 1;
+                        break;
+                    }
+                };
+                one(index, &stub, None, &mut out);
+            }
+        }
+        Parsed::Whole(value) => {
+            let single_stub = value.field("mappings").is_none();
+            let stubs = match stubs_in_file(&value) {
+                Ok(s) => s,
+                Err(e) => {
+                    out.problems.push(Problem {
+                        file: rel.to_path_buf(),
+                        stub: None,
+                        error: e,
+                    });
+                    out.rejected += 1;
+                    keep_read_buf(buf);
+                    return out;
+                }
+            };
+            out.mappings.reserve_exact(stubs.len());
+            // A one-stub file keeps its text as written (no re-serialising).
+            let as_written = single_stub
+                .then(|| std::str::from_utf8(text).ok().map(str::trim))
+                .flatten();
+            for (index, stub) in stubs.into_iter().enumerate() {
+                one(index, stub, as_written, &mut out);
+            }
+        }
     }
     keep_read_buf(buf);
     out
+}
+
+/// A mapping file, parsed.
+enum Parsed {
+    /// The whole file as one value: a stub, or anything [`list_spans`] leaves alone.
+    Whole(Value),
+    /// A `{"mappings": [...]}` list: where each stub's text is in the file, so that
+    /// each is parsed, compiled and dropped in turn. Parsed whole, a file of 10,000
+    /// stubs held all of them at once as `serde_json` values (objects keep their
+    /// order here, so each is an `IndexMap`), several times the file's size, and
+    /// that peak stayed in the resident set for the life of the process.
+    List(Vec<std::ops::Range<usize>>),
+}
+
+/// Parses a mapping file: a list of stubs as [`Parsed::List`], anything else whole.
+fn parse_file(text: &[u8]) -> serde_json::Result<Parsed> {
+    match list_spans(text) {
+        Some(spans) => Ok(Parsed::List(spans)),
+        None => serde_json::from_slice(text).map(Parsed::Whole),
+    }
+}
+
+/// Where each stub of a `{"mappings": [...]}` file is in `text`, when it is one:
+/// an object with an array `mappings` and no `request` (the reading
+/// [`stubs_in_file`] makes). Reading the spans checks the whole file's syntax.
+/// `None` for anything else, including a file that does not parse, which is then
+/// parsed whole, as before, for its error.
+fn list_spans(text: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+    use serde_json::value::RawValue;
+    const KEY: &[u8] = b"\"mappings\"";
+    // A one-stub file (most of them) is not parsed twice.
+    if !text.windows(KEY.len()).any(|w| w == KEY) {
+        return None;
+    }
+    // Names as `serde_json` reads them (escapes decoded), the last of equal names
+    // winning, as in a parsed object.
+    let top: std::collections::HashMap<String, &RawValue> = serde_json::from_slice(text).ok()?;
+    if top.contains_key("request") {
+        return None;
+    }
+    let list: Vec<&RawValue> = serde_json::from_str(top.get("mappings")?.get()).ok()?;
+    let start = text.as_ptr() as usize;
+    Some(
+        list.iter()
+            .map(|stub| {
+                let at = stub.get().as_ptr() as usize - start;
+                at..at + stub.get().len()
+            })
+            .collect(),
+    )
 }
 
 thread_local! {
@@ -374,20 +455,20 @@ fn keep_read_buf(buf: Vec<u8>) {
 fn read_json(
     path: &Path,
     buf: &mut Vec<u8>,
-) -> std::io::Result<(usize, serde_json::Result<Value>)> {
+) -> std::io::Result<(usize, serde_json::Result<Parsed>)> {
     read_json_from(&mut std::fs::File::open(path)?, buf)
 }
 
 fn read_json_from(
     file: &mut impl std::io::Read,
     buf: &mut Vec<u8>,
-) -> std::io::Result<(usize, serde_json::Result<Value>)> {
+) -> std::io::Result<(usize, serde_json::Result<Parsed>)> {
     let (len, at_end) = read_into(file, buf, 0, true)?;
-    let parsed = serde_json::from_slice(&buf[..len]);
+    let parsed = parse_file(&buf[..len]);
     if parsed.is_err() && !at_end {
         let (all, _) = read_into(file, buf, len, false)?;
         if all > len {
-            return Ok((all, serde_json::from_slice(&buf[..all])));
+            return Ok((all, parse_file(&buf[..all])));
         }
     }
     Ok((len, parsed))
@@ -722,7 +803,96 @@ mod tests {
         };
         let (len, parsed) = read_json_from(&mut src, &mut buf).unwrap();
         assert_eq!(&buf[..len], text);
-        assert_eq!(parsed.unwrap()["response"]["status"], 201);
+        let Ok(Parsed::Whole(v)) = parsed else {
+            panic!("one stub, parsed whole")
+        };
+        assert_eq!(v["response"]["status"], 201);
+    }
+
+    /// What the loader made of one file: ids, texts kept and problems.
+    fn loaded(text: &str) -> (Vec<(String, String)>, Vec<String>, usize) {
+        let dir = root_with(&[("mappings/f.json", text)]);
+        let r = load_root(dir.path()).unwrap();
+        let stubs = r
+            .mappings
+            .iter()
+            .map(|m| (m.id.to_string(), m.json.to_string()))
+            .collect();
+        let problems = r.problems.iter().map(|p| p.to_string()).collect();
+        (stubs, problems, r.rejected)
+    }
+
+    #[test]
+    fn a_list_is_read_stub_by_stub_as_its_parsed_values_would_be() {
+        let stubs = [
+            serde_json::json!({"id": "a", "request": {"url": "/a"}, "response": {"body": "x\"y\u{e9}", "status": 201}}),
+            serde_json::json!({"id": "b", "request": {"urlPattern": "(["}}),
+            serde_json::json!({"request": {"url": "/c"}, "name": "c"}),
+        ];
+        // Spaces, escapes and a name given twice (the last wins) in the text itself.
+        let text = format!(
+            "{{ \"meta\": {{\"total\": 3}},\n  \"mappings\" : [ {} ,\n {},{} ], \"mappings\": [{}, {}, {}] }}",
+            "{\"id\": \"gone\", \"request\": {}}", "1", "[]", stubs[0], stubs[1], stubs[2]
+        );
+        let (got, problems, rejected) = loaded(&text);
+        assert_eq!(got.len(), 2, "{problems:?}");
+        assert_eq!(got[0], ("a".to_owned(), stubs[0].to_string()));
+        assert_eq!(got[1].1, stubs[2].to_string());
+        assert_eq!(rejected, 1);
+        assert!(
+            problems[0].starts_with("mappings/f.json: mapping #1 (id b): request.urlPattern"),
+            "{problems:?}"
+        );
+        // Each span is the text of the stub a whole parse finds at its place.
+        let spans = list_spans(text.as_bytes()).unwrap();
+        let whole: Value = serde_json::from_str(&text).unwrap();
+        let listed = stubs_in_file(&whole).unwrap();
+        assert_eq!(spans.len(), listed.len());
+        for (span, stub) in spans.into_iter().zip(listed) {
+            let alone: Value = serde_json::from_str(&text[span]).unwrap();
+            assert_eq!(&alone, stub);
+        }
+    }
+
+    #[test]
+    fn files_that_are_not_lists_of_stubs_are_parsed_whole_as_before() {
+        for text in [
+            r#"{"request": {"url": "/x"}, "mappings": []}"#,
+            r#"{"mappings": {"request": {}}}"#,
+            r#"["mappings"]"#,
+            r#"{"mappings": [{"request": {}}] "#,
+            r#"{"response": {"body": "\"mappings\""}, "request": {"url": "/y"}}"#,
+        ] {
+            assert!(list_spans(text.as_bytes()).is_none(), "{text}");
+        }
+        let (_, problems, _) = loaded(r#"{"mappings": {"request": {}}}"#);
+        assert_eq!(
+            problems,
+            ["mappings/f.json: mappings: expected an array, found an object"]
+        );
+        let (_, problems, _) = loaded(r#"{"mappings": [{"request": {}}] "#);
+        assert!(
+            problems[0].starts_with("mappings/f.json: not valid JSON: EOF while parsing"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_list_with_a_stub_nested_too_deep_is_refused_whole_as_a_whole_parse_refuses_it() {
+        let deep = format!("{}1{}", "[".repeat(127), "]".repeat(127));
+        let text = format!(
+            r#"{{"mappings": [{{"request": {{"url": "/ok"}}}}, {{"request": {{}}, "metadata": {{"d": {deep}}}}}]}}"#
+        );
+        let whole = serde_json::from_str::<Value>(&text)
+            .unwrap_err()
+            .to_string();
+        let (got, problems, rejected) = loaded(&text);
+        assert!(got.is_empty());
+        assert_eq!(rejected, 1);
+        assert_eq!(
+            problems,
+            [format!("mappings/f.json: not valid JSON: {whole}")]
+        );
     }
 
     #[test]

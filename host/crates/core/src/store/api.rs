@@ -96,7 +96,7 @@ impl Store {
             if st
                 .files
                 .get(rel.as_os_str())
-                .is_some_and(|f| f.problems.is_empty())
+                .is_some_and(|f| f.problems().is_empty())
             {
                 st.overrides.remove(&m.id);
             }
@@ -132,7 +132,7 @@ impl Store {
             let added = st.api[pos].0;
             self.refresh_file(st, &rel, true);
             if let Some(f) = st.files.get_mut(rel.as_os_str())
-                && f.problems.is_empty()
+                && f.problems().is_empty()
                 && f.mappings.iter().any(|x| x.id == *id)
             {
                 f.added = added;

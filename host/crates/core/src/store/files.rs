@@ -11,6 +11,11 @@ use crate::mapping::Mapping;
 use crate::mapping::load::{self, Problem};
 
 /// What one mapping file contributes.
+///
+/// Kept small: a root of 10,000 one-stub files has 10,000 of these in the store's
+/// map (whose table has room for more), so what few files have, problems and
+/// warnings, is boxed: 48 bytes where it was 88, 0.6 MB less for that root (its
+/// table has 16,384 slots).
 #[derive(Debug, Default)]
 pub(super) struct FileState {
     /// When the file was first read, on the store's clock: its place in the order
@@ -21,8 +26,46 @@ pub(super) struct FileState {
     pub(super) hash: u64,
     /// The last version that loaded cleanly (or, on the very first load, its valid stubs).
     pub(super) mappings: Vec<Arc<Mapping>>,
-    pub(super) problems: Vec<Problem>,
-    pub(super) warnings: Vec<Problem>,
+    /// Its current problems and warnings; `None` when it has neither.
+    notes: Option<Box<Notes>>,
+}
+
+#[derive(Debug, Default)]
+struct Notes {
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+impl FileState {
+    fn new(
+        added: u64,
+        hash: u64,
+        mappings: Vec<Arc<Mapping>>,
+        problems: Vec<Problem>,
+        warnings: Vec<Problem>,
+    ) -> FileState {
+        let notes = (!problems.is_empty() || !warnings.is_empty())
+            .then(|| Box::new(Notes { problems, warnings }));
+        FileState {
+            added,
+            hash,
+            mappings,
+            notes,
+        }
+    }
+
+    /// Why the file (or some of its stubs) did not load.
+    pub(super) fn problems(&self) -> &[Problem] {
+        self.notes.as_deref().map_or(&[], |n| &n.problems)
+    }
+
+    pub(super) fn warnings(&self) -> &[Problem] {
+        self.notes.as_deref().map_or(&[], |n| &n.warnings)
+    }
+
+    fn notes(&mut self) -> &mut Notes {
+        self.notes.get_or_insert_with(Box::default)
+    }
 }
 
 /// A mapping file's path relative to the root, hashed and compared by its bytes
@@ -77,8 +120,11 @@ impl Store {
             while at < keys.len() && keys[at] != src.file {
                 at += 1;
             }
-            if at < keys.len() {
-                states[at].mappings.push(m);
+            if let Some(state) = states.get_mut(at) {
+                // Most files hold one stub: room for one, not the four a first
+                // push makes.
+                state.mappings.reserve_exact(1);
+                state.mappings.push(m);
             }
         }
         if !report.problems.is_empty() || !report.warnings.is_empty() {
@@ -90,12 +136,12 @@ impl Store {
             let slot = |file: &Path| position.get(file.as_os_str()).copied();
             for p in report.problems {
                 if let Some(i) = slot(&p.file) {
-                    states[i].problems.push(p);
+                    states[i].notes().problems.push(p);
                 }
             }
             for w in report.warnings {
                 if let Some(i) = slot(&w.file) {
-                    states[i].warnings.push(w);
+                    states[i].notes().warnings.push(w);
                 }
             }
         }
@@ -179,13 +225,7 @@ impl Store {
             None => st.tick(),
         };
         let state = if loaded.problems.is_empty() {
-            FileState {
-                added,
-                hash,
-                mappings: loaded.mappings,
-                problems: Vec::new(),
-                warnings: loaded.warnings,
-            }
+            FileState::new(added, hash, loaded.mappings, Vec::new(), loaded.warnings)
         } else {
             let kept = if previous.is_some() {
                 "the last good version of the file stays live"
@@ -195,16 +235,11 @@ impl Store {
             for p in &loaded.problems {
                 tracing::warn!("{p} ({kept})");
             }
-            FileState {
-                added,
-                hash,
-                mappings: match previous {
-                    Some(prev) => prev.mappings,
-                    None => loaded.mappings,
-                },
-                problems: loaded.problems,
-                warnings: loaded.warnings,
-            }
+            let mappings = match previous {
+                Some(prev) => prev.mappings,
+                None => loaded.mappings,
+            };
+            FileState::new(added, hash, mappings, loaded.problems, loaded.warnings)
         };
         st.files.insert(FileKey(rel.to_path_buf()), state);
         true
@@ -252,7 +287,7 @@ pub(super) fn live_file_stub(st: &State, id: &str) -> Option<Arc<Mapping>> {
 pub(super) fn is_single_stub_file(st: &State, rel: &Path) -> bool {
     st.files
         .get(rel.as_os_str())
-        .is_some_and(|f| f.mappings.len() <= 1 && f.problems.is_empty())
+        .is_some_and(|f| f.mappings.len() <= 1 && f.problems().is_empty())
         && !st
             .files
             .get(rel.as_os_str())

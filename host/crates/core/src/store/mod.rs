@@ -157,7 +157,7 @@ impl Store {
         let files = st.files_in_order();
         let problems = files
             .iter()
-            .flat_map(|(_, f)| f.problems.iter().cloned())
+            .flat_map(|(_, f)| f.problems().iter().cloned())
             .chain(st.duplicates.iter().cloned())
             .collect();
         let api = st.api.iter().map(|(_, m)| m).chain(st.overrides.values());
@@ -175,7 +175,7 @@ impl Store {
         });
         let warnings = files
             .iter()
-            .flat_map(|(_, f)| f.warnings.iter().cloned())
+            .flat_map(|(_, f)| f.warnings().iter().cloned())
             .chain(api_warnings)
             .collect();
         (problems, warnings)
@@ -189,7 +189,7 @@ fn counts(st: &State) -> Counts {
             .files
             .values()
             .map(|f| {
-                f.problems
+                f.problems()
                     .iter()
                     .map(|p| p.stub.as_ref().map(|s| s.index))
                     .collect::<HashSet<_>>()
