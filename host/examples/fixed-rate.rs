@@ -26,6 +26,8 @@
 //! warm-up.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -33,6 +35,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+
+use common::{Flags, JsonLine, Latencies};
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -55,42 +59,28 @@ fn usage() -> ! {
 }
 
 fn parse_args() -> Args {
+    let mut f = Flags::new(std::env::args().skip(1), &[]);
+    let url = f.string("--url", "");
     let mut args = Args {
         host: String::new(),
         port: 80,
         path: "/".into(),
-        rate: 0.0,
-        connections: 32,
-        seconds: 10.0,
-        warmup: 2.0,
-        threads: 1,
+        rate: f.value("--rate", 0.0),
+        connections: f.value("--connections", 32),
+        seconds: f.value("--seconds", 10.0),
+        warmup: f.value("--warmup", 2.0),
+        threads: f.value("--threads", 1),
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "--url" => {
-                let rest = value
-                    .strip_prefix("http://")
-                    .unwrap_or_else(|| usage())
-                    .to_owned();
-                let (authority, path) = match rest.find('/') {
-                    Some(i) => (&rest[..i], &rest[i..]),
-                    None => (rest.as_str(), "/"),
-                };
-                let (host, port) = authority.rsplit_once(':').unwrap_or((authority, "80"));
-                args.host = host.to_owned();
-                args.port = port.parse().unwrap_or_else(|_| usage());
-                args.path = path.to_owned();
-            }
-            "--rate" => args.rate = value.parse().unwrap_or_else(|_| usage()),
-            "--connections" => args.connections = value.parse().unwrap_or_else(|_| usage()),
-            "--seconds" => args.seconds = value.parse().unwrap_or_else(|_| usage()),
-            "--warmup" => args.warmup = value.parse().unwrap_or_else(|_| usage()),
-            "--threads" => args.threads = value.parse().unwrap_or_else(|_| usage()),
-            _ => usage(),
-        }
-    }
+    f.finish();
+    let rest = url.strip_prefix("http://").unwrap_or_else(|| usage());
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = authority.rsplit_once(':').unwrap_or((authority, "80"));
+    args.host = host.to_owned();
+    args.port = port.parse().unwrap_or_else(|_| usage());
+    args.path = path.to_owned();
     if args.host.is_empty() || args.rate <= 0.0 || args.connections == 0 {
         usage()
     }
@@ -163,31 +153,23 @@ async fn run(args: Args) {
         latencies.extend(t.await.expect("a connection task"));
     }
     stop.store(true, Ordering::Relaxed);
-    latencies.sort_unstable();
-    let pct = |p: f64| -> f64 {
-        if latencies.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((p / 100.0) * latencies.len() as f64).ceil() as usize;
-        latencies[i.clamp(1, latencies.len()) - 1] as f64 / 1000.0
-    };
+    let latencies = Latencies::from_micros(latencies);
+    let pct = |p: f64| latencies.ms(p).unwrap_or(f64::NAN);
     let answered = totals.answered.load(Ordering::Relaxed);
-    println!(
-        "{{\"rate\": {}, \"achieved\": {:.1}, \"connections\": {}, \"requests\": {}, \"errors\": {}, \"unsent\": {}, \
-         \"p50_ms\": {:.3}, \"p90_ms\": {:.3}, \"p99_ms\": {:.3}, \"p999_ms\": {:.3}, \"p9999_ms\": {:.3}, \"max_ms\": {:.3}}}",
-        args.rate,
-        answered as f64 / args.seconds,
-        args.connections,
-        latencies.len(),
-        totals.errors.load(Ordering::Relaxed),
-        totals.unsent.load(Ordering::Relaxed),
-        pct(50.0),
-        pct(90.0),
-        pct(99.0),
-        pct(99.9),
-        pct(99.99),
-        latencies.last().map_or(f64::NAN, |&m| m as f64 / 1000.0),
-    );
+    JsonLine::new()
+        .field("rate", args.rate)
+        .fixed("achieved", answered as f64 / args.seconds, 1)
+        .field("connections", args.connections)
+        .field("requests", latencies.len())
+        .field("errors", totals.errors.load(Ordering::Relaxed))
+        .field("unsent", totals.unsent.load(Ordering::Relaxed))
+        .fixed("p50_ms", pct(0.50), 3)
+        .fixed("p90_ms", pct(0.90), 3)
+        .fixed("p99_ms", pct(0.99), 3)
+        .fixed("p999_ms", pct(0.999), 3)
+        .fixed("p9999_ms", pct(0.9999), 3)
+        .fixed("max_ms", latencies.max_ms().unwrap_or(f64::NAN), 3)
+        .print();
 }
 
 async fn connect(addr: &str) -> std::io::Result<TcpStream> {

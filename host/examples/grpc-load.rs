@@ -20,13 +20,14 @@
 //! a second and latency percentiles over `--seconds` after a `--warmup`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 #[path = "../tests/it/common/grpc_echo.rs"]
 mod grpc_echo;
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{Flags, JsonLine, Latencies, Window};
 use grpc_echo::{ECHO_PROTO, Echo, Line};
 use http::uri::PathAndQuery;
 use tonic::transport::Channel;
@@ -48,39 +49,22 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args {
-        cmd: String::new(),
-        addr: "127.0.0.1:50051".into(),
-        port: 50051,
-        dir: String::new(),
-        stub: "static".into(),
-        methods: 0,
-        stream: 100,
-        call: "say".into(),
-        seconds: 10,
-        warmup: 3,
-        concurrency: 64,
-        connections: 4,
+    let (cmd, mut f) = Flags::command_line(&[]);
+    let a = Args {
+        cmd,
+        addr: f.string("--addr", "127.0.0.1:50051"),
+        port: f.value("--port", 50051),
+        dir: f.string("--dir", ""),
+        stub: f.string("--stub", "static"),
+        methods: f.value("--methods", 0),
+        stream: f.value("--stream", 100),
+        call: f.string("--call", "say"),
+        seconds: f.value("--seconds", 10),
+        warmup: f.value("--warmup", 3),
+        concurrency: f.value("--concurrency", 64),
+        connections: f.value("--connections", 4),
     };
-    let mut it = std::env::args().skip(1);
-    a.cmd = it.next().unwrap_or_default();
-    while let Some(flag) = it.next() {
-        let v = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
-        match flag.as_str() {
-            "--addr" => a.addr = v,
-            "--port" => a.port = v.parse().unwrap(),
-            "--dir" => a.dir = v,
-            "--stub" => a.stub = v,
-            "--methods" => a.methods = v.parse().unwrap(),
-            "--stream" => a.stream = v.parse().unwrap(),
-            "--call" => a.call = v,
-            "--seconds" => a.seconds = v.parse().unwrap(),
-            "--warmup" => a.warmup = v.parse().unwrap(),
-            "--concurrency" => a.concurrency = v.parse().unwrap(),
-            "--connections" => a.connections = v.parse().unwrap(),
-            other => panic!("unknown flag {other}"),
-        }
-    }
+    f.finish();
     a
 }
 
@@ -171,9 +155,10 @@ async fn drive(a: &Args) {
                 .unwrap(),
         );
     }
-    let start = Instant::now();
-    let warm = start + Duration::from_secs(a.warmup);
-    let end = warm + Duration::from_secs(a.seconds);
+    let run = Window::new(
+        Duration::from_secs(a.warmup),
+        Duration::from_secs(a.seconds),
+    );
     let stream = a.call == "count";
     let expect = a.stream;
     let mut tasks = Vec::new();
@@ -186,7 +171,7 @@ async fn drive(a: &Args) {
             let mut c = tonic::client::Grpc::new(ch);
             loop {
                 let now = Instant::now();
-                if now >= end {
+                if now >= run.end {
                     break;
                 }
                 c.ready().await.unwrap();
@@ -225,7 +210,7 @@ async fn drive(a: &Args) {
                     }
                     1
                 };
-                if now >= warm {
+                if run.counts(now) {
                     latencies.push(now.elapsed());
                     messages += got;
                 }
@@ -243,23 +228,19 @@ async fn drive(a: &Args) {
         wrong += w;
     }
     let elapsed = Instant::now()
-        .saturating_duration_since(warm)
+        .saturating_duration_since(run.measure_from)
         .min(Duration::from_secs(a.seconds + 60))
         .as_secs_f64()
         .max(1e-9);
-    latencies.sort();
-    let lat = Arc::new(latencies);
-    let pct = |p: f64| {
-        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-    };
-    println!(
-        "{{\"calls_per_s\": {:.1}, \"messages_per_s\": {:.1}, \"calls\": {}, \"wrong\": {wrong}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"elapsed_s\": {:.2}}}",
-        lat.len() as f64 / elapsed,
-        messages as f64 / elapsed,
-        lat.len(),
-        pct(0.50),
-        pct(0.99),
-        elapsed
-    );
+    let lat = Latencies::new(latencies);
+    let pct = |p: f64| lat.ms(p).unwrap_or(0.0);
+    JsonLine::new()
+        .fixed("calls_per_s", lat.len() as f64 / elapsed, 1)
+        .fixed("messages_per_s", messages as f64 / elapsed, 1)
+        .field("calls", lat.len())
+        .field("wrong", wrong)
+        .fixed("p50_ms", pct(0.50), 3)
+        .fixed("p99_ms", pct(0.99), 3)
+        .fixed("elapsed_s", elapsed, 2)
+        .print();
 }

@@ -26,11 +26,14 @@
 //! confirms awaited at once per queue), as decoy does: the ceiling.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{Flags, JsonLine, QUOTE_REPLY, Tally, declare_queues, quote_request, request_queue};
 use futures_util::StreamExt as _;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
@@ -59,50 +62,30 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args {
-        cmd: String::new(),
-        url: std::env::var("DECOY_AMQP_URL")
-            .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into()),
-        prefix: "decoy-bench".into(),
-        queues: 20,
-        seconds: 10,
-        warmup: 3,
-        size: 490,
-        window: 50,
-        delay_ms: 0,
-        connections: 5,
-        rate: 50,
-        grace: 60,
-        expect_account: false,
+    let (cmd, mut f) = Flags::command_line(&["--expect-account"]);
+    let url = std::env::var("DECOY_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    let a = Args {
+        cmd,
+        url: f.string("--url", &url),
+        prefix: f.string("--prefix", "decoy-bench"),
+        queues: f.value("--queues", 20),
+        seconds: f.value("--seconds", 10),
+        warmup: f.value("--warmup", 3),
+        size: f.value("--size", 490),
+        window: f.value("--window", 50),
+        delay_ms: f.value("--delay-ms", 0),
+        connections: f.value("--connections", 5),
+        rate: f.value("--rate", 50),
+        grace: f.value("--grace", 60),
+        expect_account: f.switch("--expect-account"),
     };
-    let mut it = std::env::args().skip(1);
-    a.cmd = it.next().unwrap_or_default();
-    while let Some(flag) = it.next() {
-        if flag == "--expect-account" {
-            a.expect_account = true;
-            continue;
-        }
-        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
-        match flag.as_str() {
-            "--url" => a.url = value(),
-            "--prefix" => a.prefix = value(),
-            "--queues" => a.queues = value().parse().unwrap(),
-            "--seconds" => a.seconds = value().parse().unwrap(),
-            "--warmup" => a.warmup = value().parse().unwrap(),
-            "--size" => a.size = value().parse().unwrap(),
-            "--window" => a.window = value().parse().unwrap(),
-            "--delay-ms" => a.delay_ms = value().parse().unwrap(),
-            "--connections" => a.connections = value().parse().unwrap(),
-            "--rate" => a.rate = value().parse().unwrap(),
-            "--grace" => a.grace = value().parse().unwrap(),
-            other => panic!("unknown flag {other}"),
-        }
-    }
+    f.finish();
     a
 }
 
 fn queue(a: &Args, i: usize) -> String {
-    format!("{}.req.{i:02}", a.prefix)
+    request_queue(&a.prefix, i)
 }
 
 async fn connect(url: &str) -> Connection {
@@ -111,18 +94,8 @@ async fn connect(url: &str) -> Connection {
         .expect("RabbitMQ is reachable")
 }
 
-/// A request of `size` bytes asking for a quote, with two values an XPath can take.
 fn request_body(i: u64, size: usize) -> Vec<u8> {
-    let head = format!(
-        "<quoteRequest><id>{i}</id><symbol>ACME</symbol><account>ACC-{:06}</account><pad>",
-        i % 1_000_000
-    );
-    let tail = "</pad></quoteRequest>";
-    let pad = size.saturating_sub(head.len() + tail.len());
-    let mut b = head.into_bytes();
-    b.extend(std::iter::repeat_n(b'x', pad));
-    b.extend_from_slice(tail.as_bytes());
-    b
+    quote_request(i, size).into_bytes()
 }
 
 #[tokio::main]
@@ -144,31 +117,11 @@ async fn main() {
 }
 
 async fn setup(a: &Args, create: bool) {
-    let conn = connect(&a.url).await;
-    let ch = conn.create_channel().await.unwrap();
-    for i in 0..a.queues {
-        let q = queue(a, i);
-        if create {
-            ch.queue_declare(
-                q.as_str().into(),
-                QueueDeclareOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .unwrap();
-        } else {
-            let _ = ch
-                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                .await;
-        }
-    }
+    declare_queues(&a.url, (0..a.queues).map(|i| queue(a, i)), create).await;
 }
 
 async fn respond(a: &Args) {
-    let reply_body: Arc<Vec<u8>> = Arc::new(
-        b"<quote><symbol>ACME</symbol><account>ACC-000000</account><price>42.00</price></quote>"
-            .to_vec(),
-    );
+    let reply_body: Arc<Vec<u8>> = Arc::new(QUOTE_REPLY.as_bytes().to_vec());
     let mut read = Vec::new();
     let mut write = Vec::new();
     for _ in 0..a.connections {
@@ -269,12 +222,7 @@ async fn drive(a: &Args) {
         .name()
         .clone();
     let start = Instant::now();
-    let sent: Arc<std::sync::Mutex<HashMap<u64, Instant>>> = Arc::default();
-    let counting = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicBool::new(false));
-    let replies = Arc::new(AtomicU64::new(0));
-    let wrong = Arc::new(AtomicU64::new(0));
-    let latencies: Arc<std::sync::Mutex<Vec<u32>>> = Arc::default();
+    let tally = Arc::new(Tally::default());
     let slots = Arc::new(tokio::sync::Semaphore::new(a.window * a.queues));
 
     // Replies: match by correlation id, record the round trip, free a window slot.
@@ -292,14 +240,7 @@ async fn drive(a: &Args) {
         .await
         .unwrap();
     {
-        let (sent, counting, replies, wrong, latencies, slots) = (
-            sent.clone(),
-            counting.clone(),
-            replies.clone(),
-            wrong.clone(),
-            latencies.clone(),
-            slots.clone(),
-        );
+        let (tally, slots) = (tally.clone(), slots.clone());
         let expect_account = a.expect_account;
         tokio::spawn(async move {
             while let Some(Ok(d)) = consumer.next().await {
@@ -308,25 +249,15 @@ async fn drive(a: &Args) {
                     .correlation_id()
                     .as_ref()
                     .and_then(|c| c.as_str().parse::<u64>().ok());
-                let at = id.and_then(|id| sent.lock().unwrap().remove(&id));
+                let at = id.and_then(|id| tally.take(id));
                 let account_ok = !expect_account
                     || id.is_some_and(|id| {
                         let want = format!("<account>ACC-{:06}</account>", id % 1_000_000);
                         d.data.windows(want.len()).any(|w| w == want.as_bytes())
                     });
                 match at {
-                    Some(t) if d.data.starts_with(b"<quote>") && account_ok => {
-                        if counting.load(Ordering::Relaxed) {
-                            replies.fetch_add(1, Ordering::Relaxed);
-                            latencies
-                                .lock()
-                                .unwrap()
-                                .push(t.elapsed().as_micros() as u32);
-                        }
-                    }
-                    _ => {
-                        wrong.fetch_add(1, Ordering::Relaxed);
-                    }
+                    Some(t) if d.data.starts_with(b"<quote>") && account_ok => tally.right(t),
+                    _ => tally.wrong(),
                 }
                 slots.add_permits(1);
             }
@@ -338,19 +269,14 @@ async fn drive(a: &Args) {
     let mut publishers = Vec::new();
     for p in 0..a.connections.max(1) {
         let ch = conn.create_channel().await.unwrap();
-        let (sent, done, slots, next, reply_q) = (
-            sent.clone(),
-            done.clone(),
-            slots.clone(),
-            next.clone(),
-            reply_q.clone(),
-        );
+        let (tally, slots, next, reply_q) =
+            (tally.clone(), slots.clone(), next.clone(), reply_q.clone());
         let queues: Vec<String> = (0..a.queues).map(|i| queue(a, i)).collect();
         let size = a.size;
         let step = a.connections.max(1);
         publishers.push(tokio::spawn(async move {
             let mut k = p;
-            while !done.load(Ordering::Relaxed) {
+            while !tally.done() {
                 let Ok(permit) = slots.acquire().await else {
                     break;
                 };
@@ -358,7 +284,7 @@ async fn drive(a: &Args) {
                 let id = next.fetch_add(1, Ordering::Relaxed);
                 let q = &queues[k % queues.len()];
                 k += step;
-                sent.lock().unwrap().insert(id, Instant::now());
+                tally.sent(id);
                 let props = BasicProperties::default()
                     .with_reply_to(reply_q.clone())
                     .with_message_id(id.to_string().into());
@@ -378,34 +304,9 @@ async fn drive(a: &Args) {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_secs(a.warmup)).await;
-    counting.store(true, Ordering::Relaxed);
-    let t0 = Instant::now();
-    tokio::time::sleep(Duration::from_secs(a.seconds)).await;
-    counting.store(false, Ordering::Relaxed);
-    let elapsed = t0.elapsed().as_secs_f64();
-    done.store(true, Ordering::Relaxed);
+    let elapsed = tally.measure(a.warmup, a.seconds).await;
     slots.close();
-    let n = replies.load(Ordering::Relaxed);
-    let mut l = latencies.lock().unwrap().clone();
-    l.sort_unstable();
-    let pct = |p: f64| {
-        if l.is_empty() {
-            0.0
-        } else {
-            l[((l.len() as f64 * p) as usize).min(l.len() - 1)] as f64 / 1000.0
-        }
-    };
-    println!(
-        "{{\"tps\": {:.1}, \"replies\": {n}, \"wrong\": {}, \"p50_ms\": {:.2}, \"p95_ms\": {:.2}, \"p99_ms\": {:.2}, \"elapsed_s\": {:.2}, \"since_start_s\": {:.1}}}",
-        n as f64 / elapsed,
-        wrong.load(Ordering::Relaxed),
-        pct(0.50),
-        pct(0.95),
-        pct(0.99),
-        elapsed,
-        start.elapsed().as_secs_f64()
-    );
+    tally.report(elapsed, start).print();
 }
 
 /// `soak`'s connection: a publisher in confirm mode and a consumer of the replies,
@@ -541,13 +442,14 @@ async fn soak(a: &Args) {
         let (s, r) = (sent.lock().unwrap(), answered.lock().unwrap());
         let lost = s.iter().filter(|i| !r.contains_key(i)).count();
         let duplicates: u32 = r.values().map(|n| n - 1).sum();
-        println!(
-            "{{\"sent\": {}, \"answered\": {}, \"lost\": {lost}, \"duplicates\": {duplicates}, \"publish_errors\": {}, \"driver_reconnects\": {}}}",
-            s.len(),
-            r.keys().filter(|i| s.contains(i)).count(),
-            errors.load(Ordering::Relaxed),
-            reconnects.load(Ordering::Relaxed)
-        );
+        JsonLine::new()
+            .field("sent", s.len())
+            .field("answered", r.keys().filter(|i| s.contains(i)).count())
+            .field("lost", lost)
+            .field("duplicates", duplicates)
+            .field("publish_errors", errors.load(Ordering::Relaxed))
+            .field("driver_reconnects", reconnects.load(Ordering::Relaxed))
+            .print();
     }
     if let Ok(conn) = Connection::connect(&a.url, ConnectionProperties::default()).await
         && let Ok(ch) = conn.create_channel().await

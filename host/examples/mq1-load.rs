@@ -21,22 +21,19 @@
 //! the reply (up to 8 replies awaited at once per queue), as decoy does: the ceiling.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use common::{Flags, QUOTE_REPLY, Tally, declare_queues, quote_request, request_queue};
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::messaging::{AmqpValue, Body, Message, MessageId, Properties, Source};
 use fe2o3_amqp::types::primitives::Value;
 use fe2o3_amqp::{Connection, Receiver, Sender, Session};
-use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
-use lapin::types::FieldTable;
 
 const AMQP1: &str = "amqp://guest:guest@127.0.0.1:5672";
 const AMQP091: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
-const REPLY: &str =
-    "<quote><symbol>ACME</symbol><account>ACC-000000</account><price>42.00</price></quote>";
 
 struct Args {
     cmd: String,
@@ -50,50 +47,27 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args {
-        cmd: String::new(),
-        prefix: "decoy-bench1".into(),
-        queues: 1,
-        seconds: 10,
-        warmup: 3,
-        size: 490,
-        window: 50,
-        connections: 2,
+    let (cmd, mut f) = Flags::command_line(&[]);
+    let a = Args {
+        cmd,
+        prefix: f.string("--prefix", "decoy-bench1"),
+        queues: f.value("--queues", 1),
+        seconds: f.value("--seconds", 10),
+        warmup: f.value("--warmup", 3),
+        size: f.value("--size", 490),
+        window: f.value("--window", 50),
+        connections: f.value("--connections", 2),
     };
-    let mut it = std::env::args().skip(1);
-    a.cmd = it.next().unwrap_or_default();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
-        match flag.as_str() {
-            "--prefix" => a.prefix = value(),
-            "--queues" => a.queues = value().parse().unwrap(),
-            "--seconds" => a.seconds = value().parse().unwrap(),
-            "--warmup" => a.warmup = value().parse().unwrap(),
-            "--size" => a.size = value().parse().unwrap(),
-            "--window" => a.window = value().parse().unwrap(),
-            "--connections" => a.connections = value().parse().unwrap(),
-            other => panic!("unknown flag {other}"),
-        }
-    }
+    f.finish();
     a
 }
 
 fn queue(a: &Args, i: usize) -> String {
-    format!("{}.req.{i:02}", a.prefix)
+    request_queue(&a.prefix, i)
 }
 
 fn reply_queue(a: &Args) -> String {
     format!("{}.reply", a.prefix)
-}
-
-fn request_body(i: u64, size: usize) -> String {
-    let head = format!(
-        "<quoteRequest><id>{i}</id><symbol>ACME</symbol><account>ACC-{:06}</account><pad>",
-        i % 1_000_000
-    );
-    let tail = "</pad></quoteRequest>";
-    let pad = size.saturating_sub(head.len() + tail.len());
-    format!("{head}{}{tail}", "x".repeat(pad))
 }
 
 fn text(s: String) -> Body<Value> {
@@ -116,29 +90,8 @@ async fn main() {
 }
 
 async fn setup(a: &Args, create: bool) {
-    let conn = lapin::Connection::connect(AMQP091, lapin::ConnectionProperties::default())
-        .await
-        .expect("RabbitMQ is reachable");
-    let ch = conn.create_channel().await.unwrap();
-    let names: Vec<String> = (0..a.queues)
-        .map(|i| queue(a, i))
-        .chain([reply_queue(a)])
-        .collect();
-    for q in names {
-        if create {
-            ch.queue_declare(
-                q.as_str().into(),
-                QueueDeclareOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .unwrap();
-        } else {
-            let _ = ch
-                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                .await;
-        }
-    }
+    let names = (0..a.queues).map(|i| queue(a, i)).chain([reply_queue(a)]);
+    declare_queues(AMQP091, names, create).await;
 }
 
 async fn open(
@@ -198,7 +151,7 @@ async fn respond(a: &Args) {
                             correlation_id: props.message_id,
                             ..Properties::default()
                         })
-                        .body(text(REPLY.to_owned()))
+                        .body(text(QUOTE_REPLY.to_owned()))
                         .build();
                     let fut = sender.lock().await.send_batchable(reply).await.unwrap();
                     let outcome = fut.await.unwrap();
@@ -228,24 +181,12 @@ async fn drive(a: &Args) {
         .await
         .unwrap();
     let start = Instant::now();
-    let sent: Arc<std::sync::Mutex<HashMap<u64, Instant>>> = Arc::default();
-    let counting = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicBool::new(false));
-    let replies = Arc::new(AtomicU64::new(0));
-    let wrong = Arc::new(AtomicU64::new(0));
-    let latencies: Arc<std::sync::Mutex<Vec<u32>>> = Arc::default();
+    let tally = Arc::new(Tally::default());
     let slots: Vec<Arc<tokio::sync::Semaphore>> = (0..a.queues)
         .map(|_| Arc::new(tokio::sync::Semaphore::new(a.window)))
         .collect();
     {
-        let (sent, counting, replies, wrong, latencies, slots) = (
-            sent.clone(),
-            counting.clone(),
-            replies.clone(),
-            wrong.clone(),
-            latencies.clone(),
-            slots.clone(),
-        );
+        let (tally, slots) = (tally.clone(), slots.clone());
         tokio::spawn(async move {
             while let Ok(d) = replies_link.recv::<Body<Value>>().await {
                 let m = d.into_message();
@@ -253,22 +194,14 @@ async fn drive(a: &Args) {
                     Some(MessageId::String(s)) => s.parse::<u64>().ok(),
                     _ => None,
                 };
-                let at = id.and_then(|id| sent.lock().unwrap().remove(&id));
+                let at = id.and_then(|id| tally.take(id));
                 let ok = matches!(&m.body, Body::Value(AmqpValue(Value::String(s))) if s.starts_with("<quote>"));
                 match (at, id) {
                     (Some(t), Some(id)) if ok => {
-                        if counting.load(Ordering::Relaxed) {
-                            replies.fetch_add(1, Ordering::Relaxed);
-                            latencies
-                                .lock()
-                                .unwrap()
-                                .push(t.elapsed().as_micros() as u32);
-                        }
+                        tally.right(t);
                         slots[(id % slots.len() as u64) as usize].add_permits(1);
                     }
-                    _ => {
-                        wrong.fetch_add(1, Ordering::Relaxed);
-                    }
+                    _ => tally.wrong(),
                 }
             }
         });
@@ -284,26 +217,25 @@ async fn drive(a: &Args) {
         )
         .await
         .unwrap();
-        let (sent, done, slot, reply_to) =
-            (sent.clone(), done.clone(), slot.clone(), reply_to.clone());
+        let (tally, slot, reply_to) = (tally.clone(), slot.clone(), reply_to.clone());
         let (queues, size) = (a.queues as u64, a.size);
         publishers.push(tokio::spawn(async move {
             let mut round = 0u64;
-            while !done.load(Ordering::Relaxed) {
+            while !tally.done() {
                 let Ok(permit) = slot.acquire().await else {
                     break;
                 };
                 permit.forget();
                 let id = round * queues + i as u64;
                 round += 1;
-                sent.lock().unwrap().insert(id, Instant::now());
+                tally.sent(id);
                 let m = Message::builder()
                     .properties(Properties {
                         message_id: Some(MessageId::String(id.to_string())),
                         reply_to: Some(reply_to.clone()),
                         ..Properties::default()
                     })
-                    .body(text(request_body(id, size)))
+                    .body(text(quote_request(id, size)))
                     .build();
                 // The broker's outcome is not awaited: the reply is what counts.
                 if link.send_batchable(m).await.is_err() {
@@ -312,35 +244,10 @@ async fn drive(a: &Args) {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_secs(a.warmup)).await;
-    counting.store(true, Ordering::Relaxed);
-    let t0 = Instant::now();
-    tokio::time::sleep(Duration::from_secs(a.seconds)).await;
-    counting.store(false, Ordering::Relaxed);
-    let elapsed = t0.elapsed().as_secs_f64();
-    done.store(true, Ordering::Relaxed);
+    let elapsed = tally.measure(a.warmup, a.seconds).await;
     for s in &slots {
         s.close();
     }
-    let n = replies.load(Ordering::Relaxed);
-    let mut l = latencies.lock().unwrap().clone();
-    l.sort_unstable();
-    let pct = |p: f64| {
-        if l.is_empty() {
-            0.0
-        } else {
-            l[((l.len() as f64 * p) as usize).min(l.len() - 1)] as f64 / 1000.0
-        }
-    };
-    println!(
-        "{{\"tps\": {:.1}, \"replies\": {n}, \"wrong\": {}, \"p50_ms\": {:.2}, \"p95_ms\": {:.2}, \"p99_ms\": {:.2}, \"elapsed_s\": {:.2}, \"since_start_s\": {:.1}}}",
-        n as f64 / elapsed,
-        wrong.load(Ordering::Relaxed),
-        pct(0.50),
-        pct(0.95),
-        pct(0.99),
-        elapsed,
-        start.elapsed().as_secs_f64()
-    );
+    tally.report(elapsed, start).print();
     std::process::exit(0);
 }

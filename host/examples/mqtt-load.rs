@@ -12,20 +12,45 @@
 //!
 //! Run by bench/mqtt.py.
 
+mod common;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::{Flags, JsonLine, Latencies, Window};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 
-fn arg(args: &[String], name: &str, default: &str) -> String {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .unwrap_or_else(|| default.to_owned())
+struct Args {
+    host: String,
+    port: u16,
+    /// `respond`: the topic filter it answers on.
+    filter: String,
+    topic: String,
+    seconds: f64,
+    warmup: f64,
+    window: usize,
+    size: usize,
+    qos: QoS,
+}
+
+fn args() -> (String, Args) {
+    let (cmd, mut f) = Flags::command_line(&[]);
+    let a = Args {
+        host: f.string("--host", "127.0.0.1"),
+        port: f.value("--port", 1883),
+        filter: f.string("--filter", "bench/#"),
+        topic: f.string("--topic", "bench/req"),
+        seconds: f.value("--seconds", 10.0),
+        warmup: f.value("--warmup", 2.0),
+        window: f.value("--window", 100),
+        size: f.value("--size", 256),
+        qos: qos(f.value("--qos", 1)),
+    };
+    f.finish();
+    (cmd, a)
 }
 
 fn qos(q: u8) -> QoS {
@@ -45,12 +70,10 @@ fn options(id: &str, host: &str, port: u16) -> MqttOptions {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let host = arg(&args, "--host", "127.0.0.1");
-    let port: u16 = arg(&args, "--port", "1883").parse().expect("--port");
-    match args.get(1).map(String::as_str) {
-        Some("respond") => respond(&host, port, &arg(&args, "--filter", "bench/#")).await,
-        Some("drive") => drive(&args, &host, port).await,
+    let (cmd, a) = args();
+    match cmd.as_str() {
+        "respond" => respond(&a.host, a.port, &a.filter).await,
+        "drive" => drive(&a).await,
         _ => {
             eprintln!("usage: mqtt-load drive|respond [--host H] [--port P] ...");
             std::process::exit(2);
@@ -92,16 +115,11 @@ async fn respond(host: &str, port: u16, filter: &str) {
     }
 }
 
-async fn drive(args: &[String], host: &str, port: u16) {
-    let topic = arg(args, "--topic", "bench/req");
-    let seconds: f64 = arg(args, "--seconds", "10").parse().expect("--seconds");
-    let warmup: f64 = arg(args, "--warmup", "2").parse().expect("--warmup");
-    let window: usize = arg(args, "--window", "100").parse().expect("--window");
-    let size: usize = arg(args, "--size", "256").parse().expect("--size");
-    let q = qos(arg(args, "--qos", "1").parse().expect("--qos"));
+async fn drive(a: &Args) {
+    let (topic, seconds, window, size, q) = (&a.topic, a.seconds, a.window, a.size, a.qos);
     let id = format!("drive-{}", std::process::id());
     let replies = format!("{topic}-replies/{id}");
-    let (client, mut events) = AsyncClient::new(options(&id, host, port), 10_000);
+    let (client, mut events) = AsyncClient::new(options(&id, &a.host, a.port), 10_000);
     client
         .subscribe(&replies, QoS::ExactlyOnce)
         .await
@@ -113,10 +131,12 @@ async fn drive(args: &[String], host: &str, port: u16) {
     let mut in_flight: HashMap<u64, Instant> = HashMap::new();
     let mut next = 0u64;
     let (mut sent, mut answered, mut mismatched) = (0u64, 0u64, 0u64);
-    let mut latencies: Vec<f64> = Vec::new();
-    let started = Instant::now();
-    let measure_from = started + Duration::from_secs_f64(warmup);
-    let end = measure_from + Duration::from_secs_f64(seconds);
+    let mut latencies = Vec::new();
+    let run = Window::new(
+        Duration::from_secs_f64(a.warmup),
+        Duration::from_secs_f64(seconds),
+    );
+    let end = run.end;
     let mut measured = 0u64;
     let mut subscribed = false;
     loop {
@@ -163,9 +183,9 @@ async fn drive(args: &[String], host: &str, port: u16) {
                     Some(at) => {
                         answered += 1;
                         let now = Instant::now();
-                        if now >= measure_from && now < end {
+                        if run.counts(now) {
                             measured += 1;
-                            latencies.push(now.duration_since(at).as_secs_f64() * 1000.0);
+                            latencies.push(now.duration_since(at));
                         }
                     }
                     None => mismatched += 1,
@@ -179,19 +199,15 @@ async fn drive(args: &[String], host: &str, port: u16) {
             Err(_) => {}
         }
     }
-    latencies.sort_by(|a, b| a.total_cmp(b));
-    let pct = |p: f64| {
-        if latencies.is_empty() {
-            f64::NAN
-        } else {
-            latencies[((latencies.len() as f64 - 1.0) * p) as usize]
-        }
-    };
-    println!(
-        "{{\"msgs_per_s\": {:.1}, \"p50_ms\": {:.2}, \"p99_ms\": {:.2}, \"sent\": {sent}, \"answered\": {answered}, \"unanswered\": {}, \"mismatched\": {mismatched}}}",
-        measured as f64 / seconds,
-        pct(0.5),
-        pct(0.99),
-        in_flight.len()
-    );
+    let latencies = Latencies::new(latencies);
+    let pct = |p: f64| latencies.ms(p).unwrap_or(f64::NAN);
+    JsonLine::new()
+        .fixed("msgs_per_s", measured as f64 / seconds, 1)
+        .fixed("p50_ms", pct(0.5), 2)
+        .fixed("p99_ms", pct(0.99), 2)
+        .field("sent", sent)
+        .field("answered", answered)
+        .field("unanswered", in_flight.len())
+        .field("mismatched", mismatched)
+        .print();
 }

@@ -17,11 +17,14 @@
 //! latency percentiles over `--seconds` after a `--warmup`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{Flags, JsonLine, Latencies, QUOTE_REPLY, Window};
 use futures_util::StreamExt as _;
 
 struct Args {
@@ -35,35 +38,20 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args {
-        cmd: String::new(),
-        url: std::env::var("DECOY_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into()),
-        subject: "decoy-bench.req".into(),
-        seconds: 10,
-        warmup: 3,
-        size: 490,
-        window: 200,
+    let (cmd, mut f) = Flags::command_line(&[]);
+    let url = std::env::var("DECOY_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let a = Args {
+        cmd,
+        url: f.string("--url", &url),
+        subject: f.string("--subject", "decoy-bench.req"),
+        seconds: f.value("--seconds", 10),
+        warmup: f.value("--warmup", 3),
+        size: f.value("--size", 490),
+        window: f.value("--window", 200),
     };
-    let mut it = std::env::args().skip(1);
-    a.cmd = it.next().unwrap_or_default();
-    while let Some(flag) = it.next() {
-        let v = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
-        match flag.as_str() {
-            "--url" => a.url = v,
-            "--subject" => a.subject = v,
-            "--seconds" => a.seconds = v.parse().unwrap(),
-            "--warmup" => a.warmup = v.parse().unwrap(),
-            "--size" => a.size = v.parse().unwrap(),
-            "--window" => a.window = v.parse().unwrap(),
-            other => panic!("unknown flag {other}"),
-        }
-    }
+    f.finish();
     a
 }
-
-/// The reply both responders send (decoy's mapping in bench/nats.py has the same).
-pub const REPLY: &str =
-    "<quote><symbol>ACME</symbol><account>ACC-000000</account><price>42.00</price></quote>";
 
 #[tokio::main]
 async fn main() {
@@ -83,7 +71,7 @@ async fn respond(a: &Args) {
         .unwrap();
     nc.flush().await.unwrap();
     println!("ready");
-    let reply = bytes::Bytes::from_static(REPLY.as_bytes());
+    let reply = bytes::Bytes::from_static(QUOTE_REPLY.as_bytes());
     while let Some(m) = sub.next().await {
         if let Some(to) = m.reply {
             nc.publish(to, reply.clone()).await.unwrap();
@@ -124,13 +112,14 @@ async fn drive(a: &Args) {
             }
         })
     };
-    let start = Instant::now();
-    let warm = Duration::from_secs(a.warmup);
-    let end = warm + Duration::from_secs(a.seconds);
+    let run = Window::new(
+        Duration::from_secs(a.warmup),
+        Duration::from_secs(a.seconds),
+    );
     let mut latencies = Vec::new();
     let mut counted_from = None;
     let mut wrong = 0u64;
-    while start.elapsed() < end {
+    while !run.over() {
         let Ok(Some(m)) = tokio::time::timeout(Duration::from_secs(10), replies.next()).await
         else {
             panic!("no reply for 10 s");
@@ -140,10 +129,10 @@ async fn drive(a: &Args) {
             continue;
         };
         window.add_permits(1);
-        if &m.payload[..] != REPLY.as_bytes() {
+        if &m.payload[..] != QUOTE_REPLY.as_bytes() {
             wrong += 1;
         }
-        if start.elapsed() >= warm {
+        if run.counts(Instant::now()) {
             counted_from.get_or_insert_with(Instant::now);
             latencies.push(at.elapsed());
         }
@@ -152,18 +141,18 @@ async fn drive(a: &Args) {
     window.close();
     let _ = publisher.await;
     let elapsed = counted_from.map_or(Duration::ZERO, |t| t.elapsed());
-    latencies.sort();
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-    };
-    println!(
-        "{{\"tps\": {:.1}, \"replies\": {}, \"wrong\": {wrong}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"elapsed_s\": {:.2}}}",
-        latencies.len() as f64 / elapsed.as_secs_f64().max(1e-9),
-        latencies.len(),
-        pct(0.50),
-        pct(0.99),
-        elapsed.as_secs_f64()
-    );
+    let latencies = Latencies::new(latencies);
+    let pct = |p: f64| latencies.ms(p).unwrap_or(0.0);
+    JsonLine::new()
+        .fixed(
+            "tps",
+            latencies.len() as f64 / elapsed.as_secs_f64().max(1e-9),
+            1,
+        )
+        .field("replies", latencies.len())
+        .field("wrong", wrong)
+        .fixed("p50_ms", pct(0.50), 3)
+        .fixed("p99_ms", pct(0.99), 3)
+        .fixed("elapsed_s", elapsed.as_secs_f64(), 2)
+        .print();
 }

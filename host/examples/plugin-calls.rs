@@ -6,9 +6,12 @@
 //! `trivial.wasm` (tests/plugins/hostile built for wasm32-wasip2; its `noop` mode).
 //! Prints one JSON object: microseconds per call, medians of 5 rounds.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
+use common::JsonLine;
 use decoy_core::plugins::http_request_for;
 use decoy_mq::runtime::message_request;
 use decoy_plugin_host::{Plugins, wit};
@@ -125,9 +128,12 @@ fn main() {
     let xpath_us = per_call_us(5, 5_000, || {
         template.transform(&t, &mq, &xpath_reply).expect("call");
     });
-    println!(
-        "{{\"trivial_warm_us\": {warm_us:.2}, \"trivial_fresh_us\": {fresh_us:.2}, \"template_warm_us\": {template_us:.2}, \"xpath_template_warm_us\": {xpath_us:.2}}}"
-    );
+    JsonLine::new()
+        .fixed("trivial_warm_us", warm_us, 2)
+        .fixed("trivial_fresh_us", fresh_us, 2)
+        .fixed("template_warm_us", template_us, 2)
+        .fixed("xpath_template_warm_us", xpath_us, 2)
+        .print();
     let _ = std::fs::remove_dir_all(&cache);
 }
 

@@ -175,6 +175,18 @@ struct Held {
     target: Option<(String, Arc<Semaphore>)>,
 }
 
+impl Held {
+    /// Waits out `delay`, then for one of the target's slots (held until the permit
+    /// is dropped); `None` when there is no target or its slots are closed.
+    async fn turn(&self, delay: Option<Duration>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        let (_, lane) = self.target.as_ref()?;
+        lane.clone().acquire_owned().await.ok()
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         let mut q = self.inner.lock_queue();
@@ -506,13 +518,7 @@ impl Inner {
         outgoing: http::Request<Full<Bytes>>,
         what: String,
     ) {
-        if let Some(d) = delay {
-            tokio::time::sleep(d).await;
-        }
-        let Some(lane) = held.target.as_ref().map(|(_, slots)| slots.clone()) else {
-            return;
-        };
-        let Ok(_target_slot) = lane.acquire().await else {
+        let Some(_target_slot) = held.turn(delay).await else {
             return;
         };
         let Ok(_slot) = self.slots.acquire().await else {
@@ -552,16 +558,10 @@ impl Inner {
         what: String,
         journal: Option<Arc<SubEvents>>,
     ) {
-        if let Some(d) = delay {
-            tokio::time::sleep(d).await;
-        }
-        let Some(lane) = held.target.as_ref().map(|(_, slots)| slots.clone()) else {
-            return;
-        };
         // A connection's own slots only: a publish is one frame and a confirm on a
         // connection already open, pipelined, not an HTTP exchange that holds a
         // connection of the pool; the webhooks' slots stay theirs.
-        let Ok(_target_slot) = lane.acquire().await else {
+        let Some(_target_slot) = held.turn(delay).await else {
             return;
         };
         let target = message.target.clone();

@@ -13,6 +13,8 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use serde_json::json;
 
+use crate::common::mq::connections;
+
 /// The tests run one at a time: one of them makes the broker drop every connection,
 /// which would break the others' connections mid-test (`amqp_restart` takes it too).
 pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -39,17 +41,22 @@ pub(crate) fn unique(what: &str) -> String {
     format!("decoy-test.{what}.{}", uuid::Uuid::new_v4().simple())
 }
 
+/// Declares queue `q` (not durable, as a test's queues are).
+pub(crate) async fn declare_queue(ch: &Channel, q: &str) {
+    ch.queue_declare(
+        q.into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+}
+
 /// Fresh request, reply and unmatched queues for one test.
 pub(crate) async fn queues(ch: &Channel) -> [String; 3] {
     let names = [unique("req"), unique("reply"), unique("unmatched")];
     for q in &names {
-        ch.queue_declare(
-            q.as_str().into(),
-            QueueDeclareOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+        declare_queue(ch, q).await;
     }
     names
 }
@@ -366,8 +373,7 @@ async fn a_publication_on_a_topic_gets_its_reply_published_on_another_topic() {
     let dir = crate::common::root(&[
         (
             "mq-connections.json",
-            &json!([{"connectionId": "rabbit", "connectionData": {"type": "amqp", "uri": url()}}])
-                .to_string(),
+            &connections("rabbit", json!({"type": "amqp", "uri": url()})),
         ),
         (
             "mq-mappings/prices.json",

@@ -114,18 +114,16 @@ async fn next(receiver: &mut Receiver, wait: Duration) -> Option<Message<Body<Va
 }
 
 fn root(req_q: &str, unmatched_q: &str, extra: serde_json::Value) -> tempfile::TempDir {
-    let mut data = json!({"type": "amqp1", "uri": URI, "readConnectionsToOpen": 2,
-                          "writeConnectionsToOpen": 2, "prefetch": 50,
-                          "containerId": "decoy-it",
-                          "unmatched": {"queue": format!("/amq/queue/{unmatched_q}")}});
-    data.as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
+    use crate::common::mq::{connections, with};
+    let data = with(
+        json!({"type": "amqp1", "uri": URI, "readConnectionsToOpen": 2,
+               "writeConnectionsToOpen": 2, "prefetch": 50,
+               "containerId": "decoy-it",
+               "unmatched": {"queue": format!("/amq/queue/{unmatched_q}")}}),
+        extra,
+    );
     crate::common::root(&[
-        (
-            "mq-connections.json",
-            &json!([{"connectionId": "artemis-like", "connectionData": data}]).to_string(),
-        ),
+        ("mq-connections.json", &connections("artemis-like", data)),
         (
             "mq-mappings/quote.json",
             &json!({
@@ -465,7 +463,7 @@ async fn a_missing_queue_is_said_once_with_how_to_create_it_and_the_other_mappin
 }
 
 async fn a_missing_queue_is_said_once_with_how_to_create_it_and_the_other_mappings_go_on_steps() {
-    use crate::amqp_connections::{exit_within, lines_with, serve, sigterm};
+    use crate::common::process::{exit_within, lines_with, serve_logged as serve, sigterm};
     let _one = ONE_AT_A_TIME.lock().await;
     let (_conn, ch) = channel().await;
     let [req_q, reply_q, lost_q] = queues(&ch).await;

@@ -6,18 +6,19 @@
 //! a listener that accepts and never answers, and against the machine's RabbitMQ
 //! (see `amqp.rs`).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lapin::BasicProperties;
-use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use serde_json::json;
 
-use crate::amqp::{ONE_AT_A_TIME, channel, get, publish, unique, url};
+use crate::amqp::{ONE_AT_A_TIME, channel, declare_queue, drop_queues, get, publish, unique, url};
+use crate::common::mq::connections;
+use crate::common::process::{exit_within, lines_with, serve_logged as serve, sigterm};
 
 /// A listener that accepts connections and never says a word: a broker that is
 /// starting, or a port that is not a broker. Keeps every accepted socket, with when.
@@ -48,27 +49,14 @@ impl Silent {
     }
 }
 
-fn root(files: &[(&str, String)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    dir
-}
-
 /// A root whose one connection is `data` and whose one mapping listens on `queue`
 /// with `receivers` receivers.
 fn mq_root(data: serde_json::Value, queue: &str, receivers: usize) -> tempfile::TempDir {
-    root(&[
-        (
-            "mq-connections.json",
-            json!([{"connectionId": "broker", "connectionData": data}]).to_string(),
-        ),
+    crate::common::root(&[
+        ("mq-connections.json", &connections("broker", data)),
         (
             "mq-mappings/answer.json",
-            json!({
+            &json!({
                 "mappingId": "answer",
                 "request": {"destination": queue},
                 "response": {"text": "pong"},
@@ -77,45 +65,6 @@ fn mq_root(data: serde_json::Value, queue: &str, receivers: usize) -> tempfile::
             .to_string(),
         ),
     ])
-}
-
-/// `decoy serve` on port 0 for `root`; returns once it printed its ready line. Its
-/// stderr is collected in the background.
-pub(crate) fn serve(root: &std::path::Path) -> (Child, Arc<Mutex<String>>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_decoy"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--bind-address",
-            "127.0.0.1",
-            "--root-dir",
-        ])
-        .arg(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let into = stderr.clone();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        while err.read_line(&mut line).is_ok_and(|n| n > 0) {
-            into.lock().unwrap().push_str(&line);
-            line.clear();
-        }
-    });
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    assert!(
-        ready.contains("listening on"),
-        "no ready line: {ready:?}; stderr: {}",
-        stderr.lock().unwrap()
-    );
-    (child, stderr)
 }
 
 /// Threads and open descriptors of process `pid`.
@@ -127,27 +76,32 @@ fn threads_and_fds(pid: u32) -> (usize, usize) {
     )
 }
 
-pub(crate) fn sigterm(child: &Child) {
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-}
-
-/// Waits up to `bound` for `child` to exit; kills it and returns `None` past it.
-pub(crate) fn exit_within(child: &mut Child, bound: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + bound;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
-pub(crate) fn lines_with(text: &str, needle: &str) -> usize {
-    text.lines().filter(|l| l.contains(needle)).count()
+/// Sends `ping` on `req_q` with `reply_q` as its reply-to and takes the reply (30 s
+/// at most), stops decoy with SIGTERM (40 s at most) and deletes both queues: the
+/// reply, decoy's exit status and its log.
+async fn ping_then_stop(
+    ch: &lapin::Channel,
+    [req_q, reply_q]: [&String; 2],
+    child: &mut std::process::Child,
+    stderr: &Mutex<String>,
+) -> (
+    Option<(String, BasicProperties)>,
+    Option<std::process::ExitStatus>,
+    String,
+) {
+    publish(
+        ch,
+        req_q,
+        "ping",
+        BasicProperties::default().with_reply_to(reply_q.clone().into()),
+    )
+    .await;
+    let reply = get(ch, reply_q, Duration::from_secs(30)).await;
+    sigterm(child);
+    let status = exit_within(child, Duration::from_secs(40));
+    drop_queues(ch, &[req_q.clone(), reply_q.clone()]).await;
+    let log = stderr.lock().unwrap().clone();
+    (reply, status, log)
 }
 
 #[test]
@@ -253,30 +207,9 @@ async fn a_missing_request_queue_is_said_once_and_served_once_it_is_created() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     for q in [&req_q, &reply_q] {
-        ch.queue_declare(
-            q.as_str().into(),
-            QueueDeclareOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+        declare_queue(&ch, q).await;
     }
-    publish(
-        &ch,
-        &req_q,
-        "ping",
-        BasicProperties::default().with_reply_to(reply_q.clone().into()),
-    )
-    .await;
-    let reply = get(&ch, &reply_q, Duration::from_secs(30)).await;
-    sigterm(&child);
-    let status = exit_within(&mut child, Duration::from_secs(40));
-    for q in [&req_q, &reply_q] {
-        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-            .await
-            .unwrap();
-    }
-    let log = stderr.lock().unwrap().clone();
+    let (reply, status, log) = ping_then_stop(&ch, [&req_q, &reply_q], &mut child, &stderr).await;
     assert_eq!(reply.map(|r| r.0).as_deref(), Some("pong"), "{log}");
     assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
     let missing: Vec<&str> = log
@@ -309,13 +242,7 @@ async fn with_declare_queues_decoy_creates_a_missing_request_queue_and_answers()
     let _one = ONE_AT_A_TIME.lock().await;
     let (_conn, ch) = channel().await;
     let (req_q, reply_q) = (unique("declared-req"), unique("declared-reply"));
-    ch.queue_declare(
-        reply_q.as_str().into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    declare_queue(&ch, &reply_q).await;
     let dir = mq_root(
         json!({"type": "amqp", "uri": url(), "declareQueues": true}),
         &req_q,
@@ -348,22 +275,7 @@ async fn with_declare_queues_decoy_creates_a_missing_request_queue_and_answers()
             ),
         }
     }
-    publish(
-        &ch,
-        &req_q,
-        "ping",
-        BasicProperties::default().with_reply_to(reply_q.clone().into()),
-    )
-    .await;
-    let reply = get(&ch, &reply_q, Duration::from_secs(30)).await;
-    sigterm(&child);
-    let status = exit_within(&mut child, Duration::from_secs(40));
-    for q in [&req_q, &reply_q] {
-        ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-            .await
-            .unwrap();
-    }
-    let log = stderr.lock().unwrap().clone();
+    let (reply, status, log) = ping_then_stop(&ch, [&req_q, &reply_q], &mut child, &stderr).await;
     assert_eq!(reply.map(|r| r.0).as_deref(), Some("pong"), "{log}");
     assert!(status.is_some(), "{log}");
     assert!(!log.contains("does not exist"), "{log}");

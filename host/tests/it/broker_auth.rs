@@ -8,13 +8,15 @@
 //! connection, which must be refused and said, naming the connection.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rumqttc::v5::mqttbytes::QoS;
 use serde_json::json;
 
-use crate::amqp_connections::{exit_within, serve, sigterm};
+use crate::common::brokers::{Mosquitto, NatsServer};
+use crate::common::mqtt::{Client5, base, until_served};
+use crate::common::process::{exit_within, serve_logged as serve, sigterm};
 
 /// The test's CA and a server certificate for 127.0.0.1 signed by it.
 struct Certificates {
@@ -84,30 +86,6 @@ fn certificates(dir: &Path) -> Option<Certificates> {
     })
 }
 
-/// A broker process of the test's, killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn until_listening(port: u16, what: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not start on {port}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until decoy's log has a line with all of `parts`; that line.
 async fn said(log: &std::sync::Mutex<String>, parts: &[&str]) -> Option<String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -144,35 +122,22 @@ async fn mqtt_over_tls_with_a_password_is_served_and_a_wrong_password_is_refused
     let (tls_port, plain_port) = (crate::common::free_port(), crate::common::free_port());
     // The TLS listener wants a user of the password file; the plain one, anonymous,
     // is the system under test's.
-    let conf = dir.path().join("mosquitto.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "per_listener_settings true\nuser root\n\
-             listener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}\n\
-             allow_anonymous false\npassword_file {}\n\
-             listener {plain_port} 127.0.0.1\nallow_anonymous true\n",
-            certs.cert.display(),
-            certs.key.display(),
-            passwords.display()
-        ),
-    )
-    .unwrap();
-    let Ok(child) = Command::new("mosquitto")
-        .arg("-c")
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    let conf = format!(
+        "per_listener_settings true\nuser root\n\
+         listener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}\n\
+         allow_anonymous false\npassword_file {}\n\
+         listener {plain_port} 127.0.0.1\nallow_anonymous true\n",
+        certs.cert.display(),
+        certs.key.display(),
+        passwords.display()
+    );
+    let Some(_broker) = Mosquitto::configured(dir.path(), &conf, &[tls_port, plain_port]).await
     else {
         crate::common::skip("mosquitto is not installed here (tests/run.sh installs it)");
         return;
     };
-    let _broker = Process(child);
-    until_listening(tls_port, "mosquitto").await;
-    until_listening(plain_port, "mosquitto").await;
 
-    let b = crate::mqtt::base();
+    let b = base();
     let (req, bad_req, replies) = (
         format!("{b}/orders"),
         format!("{b}/never"),
@@ -208,26 +173,10 @@ async fn mqtt_over_tls_with_a_password_is_served_and_a_wrong_password_is_refused
     ]);
     let (mut decoy, log) = serve(root.path());
     let plain = format!("mqtt://127.0.0.1:{plain_port}");
-    let mut c = crate::mqtt::Client5::connect(
-        &plain,
-        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
-        true,
-        &[&replies],
-    )
-    .await;
-    crate::mqtt::until_served(&mut c, &req, &replies).await;
+    let mut c = Client5::connect_sut(&plain, true, &[&replies]).await;
+    until_served(&mut c, &req, &replies).await;
     let n = 50;
-    for i in 0..n {
-        c.request(
-            &req,
-            "order",
-            QoS::AtLeastOnce,
-            Some(&replies),
-            &format!("o-{i}"),
-            &[],
-        )
-        .await;
-    }
+    c.orders(&req, &replies, 0..n).await;
     let seen = c.collect(n, Duration::from_secs(30)).await;
     // Nothing answers on the connection the broker refused.
     c.request(
@@ -259,24 +208,6 @@ async fn mqtt_over_tls_with_a_password_is_served_and_a_wrong_password_is_refused
     assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
 }
 
-/// A private nats-server from `conf` (a configuration file's text, `PORT` for its
-/// port).
-async fn nats_server(dir: &Path, name: &str, conf: &str) -> Option<(Process, u16)> {
-    let port = crate::common::free_port();
-    let path = dir.join(format!("{name}.conf"));
-    std::fs::write(&path, conf.replace("PORT", &port.to_string())).unwrap();
-    let child = Command::new("nats-server")
-        .arg("-c")
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let p = Process(child);
-    until_listening(port, "nats-server").await;
-    Some((p, port))
-}
-
 #[tokio::test]
 async fn nats_over_tls_with_a_user_and_with_a_token_is_served_and_wrong_credentials_are_said() {
     let dir = tempfile::tempdir().unwrap();
@@ -284,7 +215,7 @@ async fn nats_over_tls_with_a_user_and_with_a_token_is_served_and_wrong_credenti
         crate::common::skip("the openssl CLI is not installed here (apt-get install openssl)");
         return;
     };
-    let Some((_tls_server, tls_port)) = nats_server(
+    let mut tls_server = NatsServer::configured(
         dir.path(),
         "tls",
         &format!(
@@ -293,19 +224,18 @@ async fn nats_over_tls_with_a_user_and_with_a_token_is_served_and_wrong_credenti
             certs.cert.display(),
             certs.key.display()
         ),
-    )
-    .await
-    else {
+    );
+    if !tls_server.start().await {
         crate::common::skip("nats-server is not installed here (tests/run.sh installs it)");
         return;
-    };
-    let (_token_server, token_port) = nats_server(
+    }
+    let mut token_server = NatsServer::configured(
         dir.path(),
         "token",
         "listen: 127.0.0.1:PORT\nauthorization { token: \"t0ken-for-decoy\" }\n",
-    )
-    .await
-    .expect("nats-server started");
+    );
+    assert!(token_server.start().await, "nats-server started");
+    let (tls_port, token_port) = (tls_server.port, token_server.port);
     let p = crate::nats::prefix();
     let tls_url = format!("tls://127.0.0.1:{tls_port}");
     let token_url = format!("nats://127.0.0.1:{token_port}");

@@ -4,6 +4,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 
+use crate::common::process::{exit_within, http_get, port_of, ready_line, sigterm};
+
+const TEN_SECONDS: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn decoy() -> Command {
     Command::new(env!("CARGO_BIN_EXE_decoy"))
 }
@@ -20,18 +24,6 @@ fn root(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 const GOOD: &str = r#"{"request": {"method": "GET", "url": "/hi"}, "response": {"body": "hello"}}"#;
 const BAD: &str = r#"{"name": "broken", "request": {"urlPattern": "([a-z"}}"#;
-
-fn http_get(port: u16, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
 
 #[test]
 fn serve_on_port_zero_prints_the_address_and_counts_then_answers() {
@@ -203,24 +195,6 @@ fn wiremock_runner_flags_are_accepted() {
     let _ = child.wait();
 }
 
-/// Waits (10 s at most) for `child` to exit, and returns its status.
-fn exit_within_10s(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
-    for _ in 0..200 {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
-fn sigterm(child: &std::process::Child) {
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-}
-
 #[test]
 fn serve_stops_on_sigterm_when_whoever_read_its_stderr_has_gone() {
     // `decoy serve 2>&1 | tee log`, then Ctrl-C: tee dies first. The start-up
@@ -247,7 +221,8 @@ fn serve_stops_on_sigterm_when_whoever_read_its_stderr_has_gone() {
     stdout.read_line(&mut line).unwrap();
     assert!(http_get(port_of(&line), "/hi").ends_with("hello"));
     sigterm(&child);
-    let status = exit_within_10s(&mut child).expect("decoy still running 10 s after SIGTERM");
+    let status =
+        exit_within(&mut child, TEN_SECONDS).expect("decoy still running 10 s after SIGTERM");
     assert!(status.success(), "{status}");
 }
 
@@ -292,7 +267,8 @@ fn serve_goes_on_when_whoever_read_its_stdout_has_gone() {
     );
     assert!(answered, "decoy never answered on port {port}");
     sigterm(&child);
-    let status = exit_within_10s(&mut child).expect("decoy still running 10 s after SIGTERM");
+    let status =
+        exit_within(&mut child, TEN_SECONDS).expect("decoy still running 10 s after SIGTERM");
     assert!(status.success(), "{status}");
 }
 
@@ -306,7 +282,7 @@ fn with_json_logs_the_start_up_problems_are_json_lines_too() {
     let (mut child, _port, _line) =
         spawn_on_port_zero(&["serve", "--log-format", "json"], dir.path());
     sigterm(&child);
-    exit_within_10s(&mut child).expect("decoy stops on SIGTERM");
+    exit_within(&mut child, TEN_SECONDS).expect("decoy stops on SIGTERM");
     let mut err = String::new();
     child
         .stderr
@@ -483,24 +459,6 @@ fn spawn_on_port_zero(args: &[&str], root: &std::path::Path) -> (std::process::C
     let line = ready_line(&mut child);
     let port = port_of(&line);
     (child, port, line)
-}
-
-/// The first line `child` prints on stdout (decoy's ready line); stdout is closed after.
-fn ready_line(child: &mut std::process::Child) -> String {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    line
-}
-
-/// The port in decoy's ready line (`... listening on http://127.0.0.1:PORT ...`).
-fn port_of(line: &str) -> u16 {
-    line.split("127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"))
 }
 
 #[test]

@@ -342,11 +342,10 @@ async fn mq_mappings_are_listed_beside_http_ones_with_their_json_from_the_file()
         ("mappings/a.json", &stubs(1).to_string()),
         (
             "mq-connections.json",
-            &json!([{
-                "connectionId": "rabbit",
-                "connectionData": {"type": "amqp", "uri": format!("amqp://guest:guest@127.0.0.1:{port}/%2f")}
-            }])
-            .to_string(),
+            &crate::common::mq::connections(
+                "rabbit",
+                json!({"type": "amqp", "uri": format!("amqp://guest:guest@127.0.0.1:{port}/%2f")}),
+            ),
         ),
         (
             "mq-mappings/quote.json",

@@ -8,199 +8,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bytes::Bytes;
-use rumqttc::v5;
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-fn url() -> String {
-    std::env::var("DECOY_MQTT_URL").unwrap_or_else(|_| "mqtt://127.0.0.1:1883".into())
-}
-
-fn host_port(url: &str) -> (String, u16) {
-    let rest = url.trim_start_matches("mqtt://");
-    let (h, p) = rest.rsplit_once(':').unwrap_or((rest, "1883"));
-    (h.to_owned(), p.parse().unwrap())
-}
-
-pub(crate) fn base() -> String {
-    format!("decoy-test/{}", uuid::Uuid::new_v4().simple())
-}
-
-/// A received message: topic, body, correlation data, user properties, retain flag.
-#[derive(Debug, Clone)]
-pub(crate) struct Got {
-    pub(crate) topic: String,
-    pub(crate) body: String,
-    pub(crate) correlation: Option<Bytes>,
-    pub(crate) properties: Vec<(String, String)>,
-    pub(crate) qos: u8,
-}
-
-/// An MQTT 5 client as the system under test: publishes requests, receives on the
-/// topics it subscribed to.
-pub(crate) struct Client5 {
-    client: v5::AsyncClient,
-    got: mpsc::UnboundedReceiver<Got>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Client5 {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Client5 {
-    /// Connected and subscribed to `topics` (each SUBACK seen).
-    pub(crate) async fn connect(url: &str, id: &str, clean: bool, topics: &[&str]) -> Client5 {
-        let (host, port) = host_port(url);
-        let mut o = v5::MqttOptions::new(id, host, port);
-        o.set_keep_alive(Duration::from_secs(10))
-            .set_clean_start(clean);
-        if !clean {
-            o.set_session_expiry_interval(Some(600));
-        }
-        let (client, mut events) = v5::AsyncClient::new(o, 1000);
-        let (tx, got) = mpsc::unbounded_channel();
-        let (suback_tx, mut subacks) = mpsc::unbounded_channel();
-        let (again, filters) = (
-            client.clone(),
-            topics.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>(),
-        );
-        let mut connects = 0;
-        let task = tokio::spawn(async move {
-            loop {
-                match events.poll().await {
-                    // Subscribed again on every reconnect, as a careful client does
-                    // (Mosquitto restores persisted sessions without their
-                    // subscriptions).
-                    Ok(v5::Event::Incoming(Packet::ConnAck(_))) => {
-                        connects += 1;
-                        if connects > 1 {
-                            for f in &filters {
-                                let _ = again.try_subscribe(f.clone(), QoS::ExactlyOnce);
-                            }
-                        }
-                    }
-                    Ok(v5::Event::Incoming(Packet::Publish(p))) => {
-                        let props = p.properties.clone().unwrap_or_default();
-                        let _ = tx.send(Got {
-                            topic: String::from_utf8_lossy(&p.topic).into_owned(),
-                            body: String::from_utf8_lossy(&p.payload).into_owned(),
-                            correlation: props.correlation_data,
-                            properties: props.user_properties,
-                            qos: p.qos as u8,
-                        });
-                    }
-                    Ok(v5::Event::Incoming(Packet::SubAck(_))) => {
-                        let _ = suback_tx.send(());
-                    }
-                    Ok(_) => {}
-                    // The broker is away (the restart test): try again shortly.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-                }
-            }
-        });
-        for t in topics {
-            client.subscribe(*t, QoS::ExactlyOnce).await.unwrap();
-        }
-        for _ in topics {
-            tokio::time::timeout(Duration::from_secs(10), subacks.recv())
-                .await
-                .expect("SUBACK in 10 s")
-                .unwrap();
-        }
-        Client5 { client, got, task }
-    }
-
-    pub(crate) async fn request(
-        &self,
-        topic: &str,
-        body: &str,
-        qos: QoS,
-        response_topic: Option<&str>,
-        correlation: &str,
-        user: &[(&str, &str)],
-    ) {
-        let props = PublishProperties {
-            response_topic: response_topic.map(str::to_owned),
-            correlation_data: Some(Bytes::from(correlation.to_owned())),
-            user_properties: user
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            ..Default::default()
-        };
-        self.client
-            .publish_with_properties(topic, qos, false, body.to_owned(), props)
-            .await
-            .unwrap();
-    }
-
-    pub(crate) async fn next(&mut self, wait: Duration) -> Option<Got> {
-        tokio::time::timeout(wait, self.got.recv())
-            .await
-            .ok()
-            .flatten()
-    }
-
-    /// Replies until every correlation in `want` is seen (or `wait` passes); the
-    /// replies by correlation.
-    pub(crate) async fn collect(
-        &mut self,
-        want: usize,
-        wait: Duration,
-    ) -> HashMap<String, Vec<Got>> {
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut seen: HashMap<String, Vec<Got>> = HashMap::new();
-        while seen.len() < want {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let Some(g) = self.next(left).await else {
-                break;
-            };
-            let c = g
-                .correlation
-                .as_ref()
-                .map(|c| String::from_utf8_lossy(c).into_owned())
-                .unwrap_or_default();
-            if c != "probe" {
-                seen.entry(c).or_default().push(g);
-            }
-        }
-        seen
-    }
-}
-
-pub(crate) fn connection(id: &str, url: &str, extra: serde_json::Value) -> String {
-    let mut data = json!({"type": "mqtt", "uri": url});
-    data.as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
-    json!([{"connectionId": id, "connectionData": data}]).to_string()
-}
-
-/// Publishes a probe until decoy answers it: decoy subscribes in the background once
-/// serving starts, and a publication made before that reaches nobody.
-pub(crate) async fn until_served(c: &mut Client5, topic: &str, reply: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        c.request(topic, "probe", QoS::AtLeastOnce, Some(reply), "probe", &[])
-            .await;
-        if let Some(g) = c.next(Duration::from_millis(500)).await {
-            assert_eq!(g.correlation.as_deref(), Some(&b"probe"[..]), "{g:?}");
-            // Later answers to earlier probes are drained.
-            while c.next(Duration::from_millis(300)).await.is_some() {}
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "decoy never answered on {topic}"
-        );
-    }
-}
+use crate::common::brokers::Mosquitto;
+use crate::common::mqtt::{Client5, Got, base, connection, host_port, until_served, url};
+use crate::common::process::missing;
 
 #[tokio::test]
 async fn mqtt5_requests_are_answered_on_their_response_topic_with_their_correlation_data() {
@@ -239,13 +53,7 @@ async fn mqtt5_requests_are_answered_on_their_response_topic_with_their_correlat
     ]);
     let server = crate::common::serve(dir.path()).await;
     assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
-    let mut c = Client5::connect(
-        &url(),
-        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
-        true,
-        &[&replies, &lost],
-    )
-    .await;
+    let mut c = Client5::connect_sut(&url(), true, &[&replies, &lost]).await;
     until_served(&mut c, &format!("{b}/devices/0/cmd"), &replies).await;
 
     // QoS 0, 1 and 2, each answered at the QoS it was asked with.
@@ -440,77 +248,34 @@ async fn mqtt311_requests_get_a_retained_reply_on_a_topic_templated_from_the_req
     server.shutdown().await;
 }
 
-/// A private Mosquitto on a free port, with persistence, so a restart keeps the
-/// sessions and the requests not yet acknowledged.
-pub(crate) struct Private {
-    child: std::process::Child,
-    port: u16,
-    dir: Option<tempfile::TempDir>,
+/// Whether mosquitto is missing here (the test says it skipped, and returns).
+fn mosquitto_missing() -> bool {
+    missing(
+        "mosquitto",
+        "-h",
+        "mosquitto is not installed here (tests/run.sh installs it)",
+    )
 }
 
-impl Private {
-    pub(crate) fn start(port: u16, dir: tempfile::TempDir) -> Option<Private> {
-        let conf = dir.path().join("mosquitto.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location {}/\nuser root\n",
-                dir.path().display()
-            ),
-        )
-        .unwrap();
-        let child = std::process::Command::new("mosquitto")
-            .arg("-c")
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .ok()?;
-        let up = (0..100).any(|_| {
-            std::thread::sleep(Duration::from_millis(50));
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        assert!(up, "the private mosquitto did not start on {port}");
-        Some(Private {
-            child,
-            port,
-            dir: Some(dir),
-        })
+/// A private Mosquitto on a free port, and its URL; `None` (the test says it
+/// skipped) where mosquitto cannot be run.
+async fn private_broker() -> Option<(Mosquitto, String)> {
+    if mosquitto_missing() {
+        return None;
     }
-
-    /// Stops it (SIGTERM: it saves its sessions) and gives back its directory.
-    pub(crate) fn stop(mut self) -> (u16, tempfile::TempDir) {
-        let _ = std::process::Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
-        (self.port, self.dir.take().expect("its directory"))
-    }
-}
-
-impl Drop for Private {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    let port = crate::common::free_port();
+    let Some(broker) = Mosquitto::start(port, tempfile::tempdir().unwrap()).await else {
+        crate::common::skip("mosquitto could not be started");
+        return None;
+    };
+    Some((broker, format!("mqtt://127.0.0.1:{port}")))
 }
 
 #[tokio::test]
 async fn requests_at_qos_1_are_all_answered_across_a_broker_restart() {
-    if std::process::Command::new("mosquitto")
-        .arg("-h")
-        .output()
-        .is_err()
-    {
-        crate::common::skip("mosquitto is not installed here (tests/run.sh installs it)");
-        return;
-    }
-    let port = crate::common::free_port();
-    let Some(broker) = Private::start(port, tempfile::tempdir().unwrap()) else {
-        crate::common::skip("mosquitto could not be started");
+    let Some((broker, url)) = private_broker().await else {
         return;
     };
-    let url = format!("mqtt://127.0.0.1:{port}");
     let b = base();
     let (req, replies) = (format!("{b}/orders"), format!("{b}/replies"));
     let dir = crate::common::root(&[
@@ -526,43 +291,17 @@ async fn requests_at_qos_1_are_all_answered_across_a_broker_restart() {
         ),
     ]);
     let server = crate::common::serve(dir.path()).await;
-    let mut c = Client5::connect(
-        &url,
-        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
-        false,
-        &[&replies],
-    )
-    .await;
+    let mut c = Client5::connect_sut(&url, false, &[&replies]).await;
     until_served(&mut c, &req, &replies).await;
 
     let n = 400;
-    for i in 0..n / 2 {
-        c.request(
-            &req,
-            "order",
-            QoS::AtLeastOnce,
-            Some(&replies),
-            &format!("o-{i}"),
-            &[],
-        )
-        .await;
-    }
+    c.orders(&req, &replies, 0..n / 2).await;
     // Restart the broker while decoy holds those, unacknowledged, for their delay.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (port, data) = broker.stop();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let _broker = Private::start(port, data).expect("restarted");
-    for i in n / 2..n {
-        c.request(
-            &req,
-            "order",
-            QoS::AtLeastOnce,
-            Some(&replies),
-            &format!("o-{i}"),
-            &[],
-        )
-        .await;
-    }
+    let _broker = Mosquitto::start(port, data).await.expect("restarted");
+    c.orders(&req, &replies, n / 2..n).await;
     let seen = c.collect(n, Duration::from_secs(60)).await;
     let missing: Vec<usize> = (0..n)
         .filter(|i| !seen.contains_key(&format!("o-{i}")))
@@ -612,20 +351,9 @@ async fn both_subscribed(c: &mut Client5, req: &str, replies: &str, kept: &mut V
 /// restore shared subscriptions from its persistence file; docs/mq.md.)
 #[tokio::test]
 async fn two_decoys_sharing_a_subscription_answer_every_qos_1_request_across_a_broker_restart() {
-    if std::process::Command::new("mosquitto")
-        .arg("-h")
-        .output()
-        .is_err()
-    {
-        crate::common::skip("mosquitto is not installed here (tests/run.sh installs it)");
-        return;
-    }
-    let port = crate::common::free_port();
-    let Some(broker) = Private::start(port, tempfile::tempdir().unwrap()) else {
-        crate::common::skip("mosquitto could not be started");
+    let Some((broker, url)) = private_broker().await else {
         return;
     };
-    let url = format!("mqtt://127.0.0.1:{port}");
     let b = base();
     let (req, replies) = (format!("{b}/orders"), format!("{b}/replies"));
     let instance = |name: &str| {
@@ -650,46 +378,20 @@ async fn two_decoys_sharing_a_subscription_answer_every_qos_1_request_across_a_b
     let (dir_a, dir_b) = (instance("a"), instance("b"));
     let server_a = crate::common::serve(dir_a.path()).await;
     let server_b = crate::common::serve(dir_b.path()).await;
-    let mut c = Client5::connect(
-        &url,
-        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
-        false,
-        &[&replies],
-    )
-    .await;
+    let mut c = Client5::connect_sut(&url, false, &[&replies]).await;
     let mut kept = Vec::new();
     both_subscribed(&mut c, &req, &replies, &mut kept).await;
 
     let n = 400;
-    for i in 0..n / 2 {
-        c.request(
-            &req,
-            "order",
-            QoS::AtLeastOnce,
-            Some(&replies),
-            &format!("o-{i}"),
-            &[],
-        )
-        .await;
-    }
+    c.orders(&req, &replies, 0..n / 2).await;
     // Restart the broker while both instances hold requests, unacknowledged, for
     // their delay.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (port, data) = broker.stop();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let _broker = Private::start(port, data).expect("restarted");
+    let _broker = Mosquitto::start(port, data).await.expect("restarted");
     both_subscribed(&mut c, &req, &replies, &mut kept).await;
-    for i in n / 2..n {
-        c.request(
-            &req,
-            "order",
-            QoS::AtLeastOnce,
-            Some(&replies),
-            &format!("o-{i}"),
-            &[],
-        )
-        .await;
-    }
+    c.orders(&req, &replies, n / 2..n).await;
     let mut seen: HashMap<String, Vec<Got>> = HashMap::new();
     for g in kept {
         let key =
@@ -719,12 +421,7 @@ async fn two_decoys_sharing_a_subscription_answer_every_qos_1_request_across_a_b
 
 #[tokio::test]
 async fn a_broker_that_is_down_at_start_is_connected_to_once_it_is_up() {
-    if std::process::Command::new("mosquitto")
-        .arg("-h")
-        .output()
-        .is_err()
-    {
-        crate::common::skip("mosquitto is not installed here (tests/run.sh installs it)");
+    if mosquitto_missing() {
         return;
     }
     let port = crate::common::free_port();
@@ -742,7 +439,9 @@ async fn a_broker_that_is_down_at_start_is_connected_to_once_it_is_up() {
     ]);
     let server = crate::common::serve(dir.path()).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let _broker = Private::start(port, tempfile::tempdir().unwrap()).expect("started");
+    let _broker = Mosquitto::start(port, tempfile::tempdir().unwrap())
+        .await
+        .expect("started");
     let mut c = Client5::connect(&url, "sut-later", true, &[&replies]).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -777,13 +476,7 @@ async fn an_edited_mqtt_mapping_is_served_without_a_restart() {
         ("mq-mappings/answer.json", &mapping("version one")),
     ]);
     let server = crate::common::serve(dir.path()).await;
-    let mut c = Client5::connect(
-        &url(),
-        &format!("sut-{}", uuid::Uuid::new_v4().simple()),
-        true,
-        &[&replies],
-    )
-    .await;
+    let mut c = Client5::connect_sut(&url(), true, &[&replies]).await;
     // Ask until the answer is `want` (a reload takes a moment), for up to 20 s.
     async fn answer_becomes(
         c: &mut Client5,

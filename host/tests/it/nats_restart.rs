@@ -5,78 +5,14 @@
 //! is counted against its reply.
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream;
 use futures_util::StreamExt as _;
 
+use crate::common::brokers::NatsServer;
 use crate::nats::{prefix, root, until_served};
-
-/// A private nats-server, killed when dropped.
-struct PrivateServer {
-    port: u16,
-    store: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl PrivateServer {
-    fn new() -> PrivateServer {
-        PrivateServer {
-            port: crate::common::free_port(),
-            store: tempfile::tempdir().unwrap(),
-            child: None,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    async fn start(&mut self) {
-        let child = Command::new("nats-server")
-            .args([
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-js",
-                "-sd",
-            ])
-            .arg(self.store.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server runs (tests/run.sh installs Debian's nats-server)");
-        self.child = Some(child);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .is_err()
-        {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "nats-server did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// SIGKILL: no goodbye to the clients, as a crash.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for PrivateServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 /// Collects distinct reply ids from the replies stream through an ordered consumer.
 async fn reply_ids(
@@ -152,7 +88,7 @@ async fn nothing_is_lost_with_jetstream_across_server_and_decoy_restarts() {
         .with_env_filter("decoy_mq=info")
         .with_test_writer()
         .try_init();
-    let mut server = PrivateServer::new();
+    let mut server = NatsServer::jetstream();
     let p = prefix();
     let requests = "REQUESTS";
     let dir = root(&server.url(), &p, Some(requests));
@@ -161,7 +97,10 @@ async fn nothing_is_lost_with_jetstream_across_server_and_decoy_restarts() {
     let decoy = crate::common::serve(dir.path()).await;
     assert_eq!(decoy.report.rejected, 0, "{:?}", decoy.report.problems);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    server.start().await;
+    assert!(
+        server.start().await,
+        "nats-server runs (tests/run.sh installs Debian's nats-server)"
+    );
     let nc = connect_retrying(&server.url()).await;
     let js = jetstream::new(nc.clone());
     for (name, subject) in [
@@ -193,7 +132,10 @@ async fn nothing_is_lost_with_jetstream_across_server_and_decoy_restarts() {
     publish_requests(&js, &p, &reply, 1..=N).await;
     server.kill();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    server.start().await;
+    assert!(
+        server.start().await,
+        "nats-server runs (tests/run.sh installs Debian's nats-server)"
+    );
     let nc = connect_retrying(&server.url()).await;
     let js = jetstream::new(nc.clone());
     let seen = reply_ids(&js, "REPLIES", N as usize, Duration::from_secs(60)).await;

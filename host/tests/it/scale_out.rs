@@ -5,52 +5,24 @@
 //! are ignored by a plain `cargo test`; `tests/run.sh` runs them with `--ignored`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader};
+use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::brokers::{Redis, redis_url};
 use crate::common::free_port;
+use crate::common::process::{Process, http_get, port_of, ready_line, wait_for_port};
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-fn wait_for_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn redis_server(port: u16) -> Proc {
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server starts");
-    wait_for_port(port, "redis-server");
-    Proc(child)
-}
-
 /// Starts `decoy serve` and returns it with the port it printed.
-fn decoy(root: &Path, args: &[&str]) -> (Proc, u16) {
+fn decoy(root: &Path, args: &[&str]) -> (Process, u16) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_decoy"))
         .args([
             "serve",
@@ -67,21 +39,11 @@ fn decoy(root: &Path, args: &[&str]) -> (Proc, u16) {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("decoy starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the ready line");
-    let port = line
-        .split("http://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    (Proc(child), port)
+    let port = port_of(&ready_line(&mut child));
+    (Process(child), port)
 }
 
-fn haproxy(dir: &Path, port: u16, backends: &[u16]) -> Proc {
+fn haproxy(dir: &Path, port: u16, backends: &[u16]) -> Process {
     let mut cfg = format!(
         "global\n  maxconn 4096\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\
          frontend lb\n  bind 127.0.0.1:{port}\n  default_backend decoys\n\
@@ -101,17 +63,17 @@ fn haproxy(dir: &Path, port: u16, backends: &[u16]) -> Proc {
         .spawn()
         .expect("haproxy starts");
     wait_for_port(port, "haproxy");
-    Proc(child)
+    Process(child)
 }
 
 /// Redis, three decoys sharing it, HAProxy in front (dropped in this order: the
 /// balancer and the decoys before Redis).
 struct Cluster {
-    _haproxy: Proc,
-    decoys: Vec<(Proc, u16)>,
+    _haproxy: Process,
+    decoys: Vec<(Process, u16)>,
     lb: u16,
     redis_port: u16,
-    redis: Option<Proc>,
+    redis: Option<Redis>,
     root: tempfile::TempDir,
 }
 
@@ -121,10 +83,9 @@ impl Cluster {
     }
 
     fn start_in(root: tempfile::TempDir) -> Cluster {
-        let redis_port = free_port();
-        let redis = redis_server(redis_port);
-        let url = format!("redis://127.0.0.1:{redis_port}/0");
-        let decoys: Vec<(Proc, u16)> = (0..3)
+        let redis = Redis::start(free_port());
+        let (redis_port, url) = (redis.port, redis.url());
+        let decoys: Vec<(Process, u16)> = (0..3)
             .map(|_| decoy(root.path(), &["--state", &url, "--state-timeout", "500"]))
             .collect();
         let lb = free_port();
@@ -568,7 +529,7 @@ async fn when_redis_restarts_under_load_static_stubs_keep_answering_and_scenario
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Redis comes back (empty: --save ''), on the same port.
-    cluster.redis = Some(redis_server(cluster.redis_port));
+    cluster.redis = Some(Redis::start(cluster.redis_port));
     let deadline = Instant::now() + Duration::from_secs(20);
     for i in 1..=3 {
         loop {
@@ -611,7 +572,7 @@ async fn when_redis_restarts_under_load_static_stubs_keep_answering_and_scenario
 fn with_redis_down_at_start_decoy_refuses_with_the_reason_unless_told_to_retry() {
     let root = crate::common::root(&[("mappings/s.json", &stub("/s", "s"))]);
     let port = free_port();
-    let url = format!("redis://127.0.0.1:{port}/0");
+    let url = redis_url(port);
     let out = Command::new(env!("CARGO_BIN_EXE_decoy"))
         .args([
             "serve",
@@ -634,20 +595,9 @@ fn with_redis_down_at_start_decoy_refuses_with_the_reason_unless_told_to_retry()
     );
     // With --state-retry it serves static stubs meanwhile and connects once Redis is up.
     let (_d, p) = decoy(root.path(), &["--state", &url, "--state-retry"]);
-    let get = |path: &str| {
-        use std::io::{Read as _, Write as _};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    };
+    let get = |path: &str| http_get(p, path);
     assert!(get("/s").ends_with("\r\n\r\ns"), "{}", get("/s"));
-    let _redis = redis_server(port);
+    let _redis = Redis::start(port);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !get("/__admin/metrics").contains("decoy_shared_state_connected 1") {
         assert!(
@@ -699,12 +649,7 @@ async fn a_hung_redis_makes_scenario_requests_answer_503_after_the_timeout_and_s
         ok(&c, one, "GET", "/cycle", "").await,
         (200, "Started".into())
     );
-    let pid = cluster
-        .redis
-        .as_ref()
-        .map(|p| p.0.id())
-        .unwrap()
-        .to_string();
+    let pid = cluster.redis.as_ref().map(Redis::id).unwrap().to_string();
     let signal = |sig: &str| {
         let status = Command::new("kill").args([sig, &pid]).status().unwrap();
         assert!(status.success(), "kill {sig} {pid}");
@@ -806,10 +751,9 @@ async fn count(c: &HttpClient, addr: SocketAddr, url_path: &str) -> u64 {
 #[ignore = "needs redis-server (Debian package); tests/run.sh runs it"]
 async fn hostile_messages_on_the_shared_channels_neither_wipe_nor_fork_the_instances() {
     let root = crate::common::root(&[("mappings/static.json", &stub("/static", "file"))]);
-    let redis_port = free_port();
-    let _redis = redis_server(redis_port);
-    let url = format!("redis://127.0.0.1:{redis_port}/0");
-    let decoys: Vec<(Proc, SocketAddr)> = (0..3)
+    let redis_server = Redis::start(free_port());
+    let (redis_port, url) = (redis_server.port, redis_server.url());
+    let decoys: Vec<(Process, SocketAddr)> = (0..3)
         .map(|_| {
             let (p, port) = decoy(root.path(), &["--state", &url, "--state-timeout", "500"]);
             (p, SocketAddr::from(([127, 0, 0, 1], port)))
@@ -912,9 +856,8 @@ async fn hostile_messages_on_the_shared_channels_neither_wipe_nor_fork_the_insta
 #[ignore = "needs redis-server (Debian package); tests/run.sh runs it"]
 async fn two_deployments_on_one_redis_never_see_each_others_stubs_or_requests() {
     let root = crate::common::root(&[("mappings/static.json", &stub("/static", "file"))]);
-    let redis_port = free_port();
-    let _redis = redis_server(redis_port);
-    let url = format!("redis://127.0.0.1:{redis_port}/0");
+    let redis_server = Redis::start(free_port());
+    let (redis_port, url) = (redis_server.port, redis_server.url());
     let start = |name: &str| {
         let (p, port) = decoy(root.path(), &["--state", &url, "--state-name", name]);
         (p, SocketAddr::from(([127, 0, 0, 1], port)))
@@ -1016,9 +959,9 @@ async fn two_deployments_on_one_redis_never_see_each_others_stubs_or_requests() 
 #[ignore = "needs redis-server (Debian package); tests/run.sh runs it"]
 async fn an_instance_behind_the_stored_stubs_catches_up_and_one_cut_off_says_so() {
     let root = crate::common::root(&[("mappings/static.json", &stub("/static", "file"))]);
-    let redis_port = free_port();
-    let mut redis = Some(redis_server(redis_port));
-    let url = format!("redis://127.0.0.1:{redis_port}/0");
+    let mut redis = Some(Redis::start(free_port()));
+    let redis_port = redis.as_ref().unwrap().port;
+    let url = redis_url(redis_port);
     let start = || {
         let (p, port) = decoy(root.path(), &["--state", &url, "--state-timeout", "500"]);
         (p, SocketAddr::from(([127, 0, 0, 1], port)))
@@ -1090,7 +1033,7 @@ async fn an_instance_behind_the_stored_stubs_catches_up_and_one_cut_off_says_so(
         503
     );
     // Back (empty), it rereads the list and the problem goes away.
-    redis = Some(redis_server(redis_port));
+    redis = Some(Redis::start(redis_port));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (_, problems) = ok(&c, one, "GET", "/__admin/problems", "").await;

@@ -258,14 +258,8 @@ impl<W: WebhookSink + 'static, R: Recording + 'static> GrpcServer<W, R> {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Display + Send,
     {
-        let msg = match reader.next().await {
-            Ok(Some(m)) => m,
-            Ok(None) => {
-                return status_only(
-                    &Status::new(Code::INTERNAL, "the call sent no request message"),
-                    &[],
-                );
-            }
+        let msg = match reader.first().await {
+            Ok(m) => m,
             Err(s) => return status_only(&s, &[]),
         };
         match reader.next().await {
@@ -374,12 +368,7 @@ impl<W: WebhookSink + 'static, R: Recording + 'static> GrpcServer<W, R> {
         let (head_tx, head_rx) = tokio::sync::oneshot::channel();
         let me = self.clone();
         tokio::spawn(async move { me.bidi_task(call, reader, head_tx).await });
-        head_rx.await.unwrap_or_else(|_| {
-            status_only(
-                &Status::new(Code::INTERNAL, "the call ended unanswered"),
-                &[],
-            )
-        })
+        head_from_task(head_rx).await
     }
 
     async fn bidi_task<B>(
@@ -536,14 +525,8 @@ impl<W: WebhookSink + 'static, R: Recording + 'static> GrpcServer<W, R> {
                 resp
             }
             Builtin::HealthCheck | Builtin::HealthWatch => {
-                let req = match reader.next().await {
-                    Ok(Some(m)) => m,
-                    Ok(None) => {
-                        return status_only(
-                            &Status::new(Code::INTERNAL, "the call sent no request message"),
-                            &[],
-                        );
-                    }
+                let req = match reader.first().await {
+                    Ok(m) => m,
                     Err(s) => return status_only(&s, &[]),
                 };
                 let service =
@@ -659,12 +642,7 @@ impl<W: WebhookSink + 'static, R: Recording + 'static> GrpcServer<W, R> {
             me.proxy_task(&call, reader, so_far, attempt, spec, out)
                 .await
         });
-        head_rx.await.unwrap_or_else(|_| {
-            status_only(
-                &Status::new(Code::INTERNAL, "the call ended unanswered"),
-                &[],
-            )
-        })
+        head_from_task(head_rx).await
     }
 
     /// Sends the call to the real server: the messages so far, then the rest as the
@@ -1180,6 +1158,13 @@ where
             }
         }
     }
+
+    /// The call's first message, which a call with one request message must send.
+    async fn first(&mut self) -> Result<Bytes, Status> {
+        self.next()
+            .await?
+            .ok_or_else(|| Status::new(Code::INTERNAL, "the call sent no request message"))
+    }
 }
 
 fn frame_status(e: FrameError) -> Status {
@@ -1357,6 +1342,19 @@ fn grpc_head(
     for (k, v) in meta {
         h.append(k.clone(), v.clone());
     }
+}
+
+/// The answer's head that a task serving the call sends once it knows it; an
+/// internal error when the task ended without sending one.
+async fn head_from_task(
+    head: tokio::sync::oneshot::Receiver<Response<GrpcBody>>,
+) -> Response<GrpcBody> {
+    head.await.unwrap_or_else(|_| {
+        status_only(
+            &Status::new(Code::INTERNAL, "the call ended unanswered"),
+            &[],
+        )
+    })
 }
 
 /// The answer of a call that ends now with `status` and no message (gRPC's

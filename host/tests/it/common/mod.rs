@@ -5,7 +5,11 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+pub mod brokers;
 pub mod grpc_echo;
+pub mod mq;
+pub mod mqtt;
+pub mod process;
 
 use bytes::Bytes;
 use decoy::server::{Running, ServeOptions, start};
