@@ -1,15 +1,19 @@
-//! Serving MQ mappings: receivers, a bounded hand-off, senders.
+//! Serving MQ mappings: receivers, and the replies each runs.
 //!
 //! For each queue that mappings listen on, `receiveThreads` receiver tasks take
-//! messages from the broker and `sendThreads` sender tasks put replies (the largest
-//! value among the queue's mappings; tasks, not OS threads). A receiver matches a
-//! message against the queue's mappings in priority order and hands the reply to a
-//! sender over a bounded channel, so slow puts push back on receiving (and the
-//! broker's prefetch limit then holds further messages). A delayed reply waits on a
-//! timer, not a thread. A sender keeps several replies waiting for their confirms at
-//! once (8 on RabbitMQ and IBM MQ, more on the transports whose clients wait for
-//! confirms cheaply: [`Broker::in_flight`]), so a broker round trip does not cap a
-//! queue's throughput.
+//! messages from the broker, and the queue has `sendThreads` senders (lanes) that
+//! put replies (the largest value among the queue's mappings; tasks and lanes, not
+//! OS threads). A receiver matches a message against the queue's mappings in
+//! priority order and runs its reply on its own task, beside its next receive
+//! ([`Replies`]): the reply is put through one of the queue's lanes, taken in turn,
+//! and its request settled. No task is spawned and no channel crossed per message
+//! (each of those was a wake-up, and on a busy machine a context switch, per reply).
+//! A receiver holds at most 256 replies under way before it takes no further
+//! message, so slow puts push back on receiving (and the broker's prefetch limit
+//! then holds further messages). A delayed reply waits on a timer, not a thread. A
+//! lane keeps several replies waiting for their confirms at once (8 on RabbitMQ and
+//! IBM MQ, more on the transports whose clients wait for confirms cheaply:
+//! [`Broker::in_flight`]), so a broker round trip does not cap a queue's throughput.
 //!
 //! Delivery is at-least-once: a request is acknowledged only after its reply was
 //! confirmed by the broker. A failed put puts the request back; a lost connection is
@@ -23,11 +27,12 @@
 //!
 //! Tasks are supervised, so a bug cannot stop a queue for good. A message's handling
 //! (matching, building the reply, its delay, transformer plugins) runs under
-//! `catch_unwind`: a panic there sends that message the unmatched way. A receiver or
-//! sender task that panics elsewhere is started again after a pause (backoff as for
-//! reconnects); a reply whose put panicked is dropped unsettled, which puts its
-//! request back on its queue. Each panic is counted (`decoy_mq_panics_total`) and
-//! listed by `/__admin/problems` ([`Incidents`]).
+//! `catch_unwind`: a panic there sends that message the unmatched way. A receiver
+//! task that panics elsewhere is started again after a pause (backoff as for
+//! reconnects), its replies under way going on meanwhile; a lane whose sender panics
+//! while it opens waits the same pause; a reply whose put panicked is dropped
+//! unsettled, which puts its request back on its queue. Each panic is counted
+//! (`decoy_mq_panics_total`) and listed by `/__admin/problems` ([`Incidents`]).
 //!
 //! A mapping's webhooks (`serveEventListeners`) are handed to the [`WebhookSink`] once
 //! its reply was confirmed, with the request message as their templates' request.
@@ -35,23 +40,28 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt as _;
-use tokio::sync::{Semaphore, mpsc, watch};
-use tokio::task::{JoinError, JoinHandle, JoinSet};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt as _, StreamExt as _};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
 
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
 use super::incidents::{Incidents, Panics, panic_message};
 use super::retry::{BACKOFF_MAX, BACKOFF_START, Backoff, Trouble, sleep_or_stop};
-use super::transport::{Broker, Delivery, Destination, Message, Put, Sender, Settle};
+use super::transport::{
+    BoxFuture, Broker, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
+};
 use decoy_core::metrics::{MappingStats, TransportMetrics};
 use decoy_core::serve::Outcomes;
 use decoy_core::webhooks::{Fired, WebhookSink};
 use decoy_matching::pattern::Actual;
 
-/// Replies waiting for a sender, per sender.
-const HANDOFF: usize = 256;
+/// Replies a receiver has under way (being put, waiting for a lane or its confirm)
+/// before it takes no further message.
+const UNDER_WAY: usize = 256;
 /// How long shutdown waits for in-flight replies; past it, what is left is stopped
 /// (connects under way included) and the broker redelivers its requests.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -103,19 +113,6 @@ impl QueueService {
                 format!("a {name} of queue {} panicked", self.queue),
                 outcome,
                 &detail,
-            );
-        }
-    }
-
-    /// A finished reply task: reports it when it panicked.
-    fn joined(&self, r: Result<(), JoinError>) {
-        if let Err(e) = r
-            && e.is_panic()
-        {
-            self.panicked(
-                Task::Sender,
-                &*e.into_panic(),
-                "its request went back to its queue",
             );
         }
     }
@@ -269,7 +266,7 @@ fn transform_reply(
     Ok(())
 }
 
-/// A reply on its way to a sender.
+/// A reply on its way.
 struct Job {
     delivery: Box<dyn Delivery>,
     to: Destination,
@@ -285,9 +282,10 @@ struct Job {
 /// The running MQ side. Dropping it does not stop it; call [`MqRuntime::shutdown`].
 #[derive(Debug)]
 pub struct MqRuntime {
-    stop: watch::Sender<bool>,
+    /// One per receiver: a receiver looks at its own on every message, and a shared
+    /// one would be a lock all receivers take.
+    stops: Vec<watch::Sender<bool>>,
     receivers: Vec<JoinHandle<()>>,
-    senders: Vec<JoinHandle<()>>,
 }
 
 impl MqRuntime {
@@ -301,9 +299,8 @@ impl MqRuntime {
         webhooks: Option<Arc<dyn WebhookSink>>,
         incidents: Arc<Incidents>,
     ) -> MqRuntime {
-        let (stop, stop_rx) = watch::channel(false);
+        let mut stops = Vec::new();
         let mut receivers = Vec::new();
-        let mut senders = Vec::new();
         for (conn, broker) in connections.iter().zip(brokers) {
             let trouble = Arc::new(Trouble::new(&broker.describe(), &conn.id));
             // Group by queue, keeping file order; then best first: lowest priority
@@ -343,35 +340,27 @@ impl MqRuntime {
                     .max()
                     .unwrap_or(1);
                 let q = Arc::new(q);
-                let mut lanes = Vec::with_capacity(n_send);
-                for _ in 0..n_send {
-                    let (tx, rx) = mpsc::channel::<Job>(HANDOFF);
-                    lanes.push(tx);
-                    senders.push(tokio::spawn(supervise_sender(
-                        broker.clone(),
-                        q.clone(),
-                        send_n,
-                        rx,
-                    )));
-                    send_n += 1;
-                }
+                let lanes: Arc<[Arc<Lane>]> = (0..n_send.max(1))
+                    .map(|_| {
+                        send_n += 1;
+                        Arc::new(Lane::new(send_n - 1, broker.in_flight()))
+                    })
+                    .collect();
                 for _ in 0..n_recv {
+                    let (stop, stop_rx) = watch::channel(false);
+                    stops.push(stop);
                     receivers.push(tokio::spawn(supervise_receiver(
                         broker.clone(),
                         q.clone(),
                         recv_n,
                         lanes.clone(),
-                        stop_rx.clone(),
+                        stop_rx,
                     )));
                     recv_n += 1;
                 }
             }
         }
-        MqRuntime {
-            stop,
-            receivers,
-            senders,
-        }
+        MqRuntime { stops, receivers }
     }
 
     /// Stops receiving, lets replies already on their way be sent, and returns within
@@ -379,14 +368,16 @@ impl MqRuntime {
     /// a broker that does not answer, a connect) is stopped, and the broker redelivers
     /// the requests that were not acknowledged.
     pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
+        for stop in &self.stops {
+            let _ = stop.send(true);
+        }
         let drain = async {
-            for t in self.receivers.iter_mut().chain(self.senders.iter_mut()) {
+            for t in self.receivers.iter_mut() {
                 let _ = t.await;
             }
         };
         if tokio::time::timeout(DRAIN, drain).await.is_err() {
-            for t in self.receivers.iter().chain(&self.senders) {
+            for t in &self.receivers {
                 t.abort();
             }
             tracing::warn!(
@@ -396,20 +387,203 @@ impl MqRuntime {
     }
 }
 
-/// Runs a receiver, and runs it again after a pause when it panics.
+/// One of a queue's senders (`sendThreads`): a broker sender, opened when a reply
+/// first needs it and again after a put failed, and the window of replies that may
+/// wait for their confirms on it at once ([`Broker::in_flight`]). The queue's
+/// receivers take its lanes in turn for their replies.
+struct Lane {
+    /// Numbered across the connection, so lanes spread over its write pool.
+    index: usize,
+    window: Semaphore,
+    /// The open sender. Locked only to clone it, never across an await.
+    current: std::sync::Mutex<Option<Arc<dyn Sender>>>,
+    /// Set by a reply whose put failed: open another sender before the next one.
+    broken: AtomicBool,
+    /// Held while a sender is opened, so a lane opens one at a time.
+    opening: tokio::sync::Mutex<Opening>,
+}
+
+/// How a lane's sender is opened again after failures and panics.
+struct Opening {
+    backoff: Backoff,
+    /// After a panic while opening: no sender before this instant.
+    resume_at: Option<Instant>,
+    /// The pause after the next panic, doubling; back to the shortest when the last
+    /// panic was over [`STABLE`] ago.
+    pause: Duration,
+    panicked_at: Option<Instant>,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Lane {
+    fn new(index: usize, in_flight: usize) -> Lane {
+        Lane {
+            index,
+            window: Semaphore::new(in_flight.max(1)),
+            current: std::sync::Mutex::new(None),
+            broken: AtomicBool::new(false),
+            opening: tokio::sync::Mutex::new(Opening {
+                backoff: Backoff::default(),
+                resume_at: None,
+                pause: BACKOFF_START,
+                panicked_at: None,
+            }),
+        }
+    }
+
+    /// The lane's sender, opened (with the back-off) when it has none. `None` when
+    /// opening it panicked: the caller drops its reply, which puts the request back
+    /// on its queue, and the lane pauses before it tries again.
+    async fn sender(&self, broker: &dyn Broker, q: &QueueService) -> Option<Arc<dyn Sender>> {
+        if self.broken.swap(false, Ordering::Relaxed) {
+            *lock(&self.current) = None;
+        }
+        if let Some(s) = lock(&self.current).clone() {
+            return Some(s);
+        }
+        let mut o = self.opening.lock().await;
+        if let Some(at) = o.resume_at.take() {
+            tokio::time::sleep(at.saturating_duration_since(Instant::now())).await;
+        }
+        loop {
+            if let Some(s) = lock(&self.current).clone() {
+                return Some(s);
+            }
+            // A reply waits for the broker, it is not dropped.
+            match AssertUnwindSafe(broker.sender(self.index))
+                .catch_unwind()
+                .await
+            {
+                Ok(Ok(s)) => {
+                    o.backoff.reset();
+                    q.trouble.ok("sending");
+                    *lock(&self.current) = Some(Arc::from(s));
+                }
+                Ok(Err(e)) => {
+                    q.trouble.failed("sending", &e, None);
+                    let pause = o.backoff.next_pause();
+                    tokio::time::sleep(pause).await;
+                }
+                Err(panic) => {
+                    if o.panicked_at.is_some_and(|t| t.elapsed() > STABLE) {
+                        o.pause = BACKOFF_START;
+                    }
+                    q.panicked(
+                        Task::Sender,
+                        &*panic,
+                        &format!(
+                            "it was restarted after {:?}; the request it held went back to its queue",
+                            o.pause
+                        ),
+                    );
+                    let now = Instant::now();
+                    o.resume_at = Some(now + o.pause);
+                    o.panicked_at = Some(now);
+                    o.pause = (o.pause * 2).min(BACKOFF_MAX);
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// The replies a receiver has under way. They run on the receiver's task, polled
+/// beside its next receive: a reply costs no task of its own and no hand-off, and
+/// the request's receiver stays open until its reply is settled.
+#[derive(Default)]
+struct Replies {
+    /// Replies being put and settled; at most [`UNDER_WAY`] before the receiver
+    /// waits, so slow puts push back on receiving (and the broker's prefetch limit
+    /// then holds further messages).
+    now: FuturesUnordered<BoxFuture<'static, ()>>,
+    /// Delayed replies waiting on their timers (then put as the others): bounded by
+    /// the broker's prefetch only, so thousands of them cost memory only.
+    timers: FuturesUnordered<BoxFuture<'static, ()>>,
+}
+
+impl Replies {
+    /// Runs what is ready; wakes the task when more is.
+    fn poll(&mut self, cx: &mut std::task::Context<'_>) {
+        while let Poll::Ready(Some(())) = self.now.poll_next_unpin(cx) {}
+        while let Poll::Ready(Some(())) = self.timers.poll_next_unpin(cx) {}
+    }
+
+    fn is_empty(&self) -> bool {
+        self.now.is_empty() && self.timers.is_empty()
+    }
+
+    /// Runs the replies until every one is done.
+    async fn drain(&mut self) {
+        std::future::poll_fn(|cx| {
+            self.poll(cx);
+            if self.is_empty() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Runs the replies, for ever: for a `select!` beside what the receiver waits
+    /// for (a connect, a pause).
+    async fn forever(&mut self) {
+        std::future::poll_fn(|cx| {
+            self.poll(cx);
+            Poll::<()>::Pending
+        })
+        .await
+    }
+
+    /// Runs the replies until there is room for one more.
+    async fn room(&mut self) {
+        std::future::poll_fn(|cx| {
+            self.poll(cx);
+            if self.now.len() < UNDER_WAY {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Starts `reply`; a panic in it is counted as a sender's, and its request,
+    /// dropped unsettled, goes back to its queue.
+    fn push(&mut self, q: &Arc<QueueService>, delayed: bool, reply: BoxFuture<'static, ()>) {
+        let q = q.clone();
+        let guarded = Box::pin(async move {
+            if let Err(panic) = AssertUnwindSafe(reply).catch_unwind().await {
+                q.panicked(Task::Sender, &*panic, "its request went back to its queue");
+            }
+        });
+        if delayed {
+            self.timers.push(guarded);
+        } else {
+            self.now.push(guarded);
+        }
+    }
+}
+
+/// Runs a receiver, and runs it again after a pause when it panics. Its replies
+/// under way are kept across the restart.
 async fn supervise_receiver(
     broker: Arc<dyn Broker>,
     q: Arc<QueueService>,
     index: usize,
-    lanes: Vec<mpsc::Sender<Job>>,
+    lanes: Arc<[Arc<Lane>]>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut replies = Replies::default();
     let mut pause = BACKOFF_START;
     loop {
         let started = Instant::now();
-        let run = receive_loop(&*broker, &q, index, &lanes, stop.clone());
+        let run = receive_loop(&broker, &q, index, &lanes, stop.clone(), &mut replies);
         let Err(panic) = AssertUnwindSafe(run).catch_unwind().await else {
-            return;
+            break;
         };
         if started.elapsed() > STABLE {
             pause = BACKOFF_START;
@@ -419,25 +593,41 @@ async fn supervise_receiver(
             &*panic,
             &format!("it was restarted after {pause:?}"),
         );
-        if sleep_or_stop(pause, &mut stop).await {
-            return;
+        let stopped = tokio::select! {
+            s = sleep_or_stop(pause, &mut stop) => s,
+            () = replies.forever() => false,
+        };
+        if stopped {
+            break;
         }
         pause = (pause * 2).min(BACKOFF_MAX);
     }
+    // Stopping: the replies under way still get their confirms and acks.
+    replies.drain().await;
+}
+
+/// How serving one receiver ended.
+enum Served {
+    Stopped,
+    /// The broker closed the receiver (shutdown).
+    Closed,
+    /// The connection was lost: open another receiver.
+    Lost(super::transport::BrokerError),
 }
 
 async fn receive_loop(
-    broker: &dyn Broker,
-    q: &QueueService,
+    broker: &Arc<dyn Broker>,
+    q: &Arc<QueueService>,
     index: usize,
-    lanes: &[mpsc::Sender<Job>],
+    lanes: &[Arc<Lane>],
     mut stop: watch::Receiver<bool>,
+    replies: &mut Replies,
 ) {
     let mut backoff = Backoff::default();
     let mut turn = index;
     let receiving = format!("receiving from {}", q.queue);
     let missing = format!("queue {} missing", q.queue);
-    'connect: loop {
+    loop {
         if *stop.borrow() {
             return;
         }
@@ -445,6 +635,7 @@ async fn receive_loop(
         let opened = tokio::select! {
             r = broker.receiver(&q.queue, index) => r,
             _ = stop.wait_for(|s| *s) => return,
+            () = replies.forever() => continue,
         };
         let mut rx = match opened {
             Ok(r) => {
@@ -456,50 +647,109 @@ async fn receive_loop(
             Err(e) => {
                 match e.missing() {
                     Some(name) => {
-                        let line = missing_queue_line(broker, q, name);
+                        let line = missing_queue_line(&**broker, q, name);
                         q.trouble.failed(&missing, &e, Some(line));
                     }
                     None => q.trouble.failed(&receiving, &e, None),
                 }
-                if sleep_or_stop(backoff.next_pause(), &mut stop).await {
+                let stopped = tokio::select! {
+                    s = sleep_or_stop(backoff.next_pause(), &mut stop) => s,
+                    () = replies.forever() => false,
+                };
+                if stopped {
                     return;
                 }
-                continue 'connect;
+                continue;
             }
         };
-        loop {
-            let next = tokio::select! {
-                n = rx.next() => n,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let delivery = match next {
-                Ok(Some(d)) => d,
-                Ok(None) => return,
-                Err(e) => {
-                    // The consumer is lost, not a message: what was delivered and
-                    // not yet acknowledged goes back to the queue (at-least-once).
-                    q.trouble.failed(&receiving, &e, None);
-                    continue 'connect;
-                }
-            };
-            let Some(job) = route(q, delivery).await else {
-                continue;
-            };
-            turn = turn.wrapping_add(1);
-            let lane = lanes[turn % lanes.len()].clone();
-            if job.delay.is_zero() {
-                if lane.send(job).await.is_err() {
-                    return;
-                }
-            } else {
-                // A timer, not a thread: thousands of delayed replies cost memory only.
-                tokio::spawn(async move {
-                    tokio::time::sleep(job.delay).await;
-                    let _ = lane.send(job).await;
-                });
+        match serve(&mut *rx, broker, q, lanes, &mut turn, &mut stop, replies).await {
+            Served::Stopped | Served::Closed => {
+                // Settled through the receiver, which stays open meanwhile.
+                replies.drain().await;
+                return;
+            }
+            Served::Lost(e) => {
+                // The consumer is lost, not a message: what was delivered and not
+                // yet acknowledged goes back to the queue (at-least-once).
+                q.trouble.failed(&receiving, &e, None);
             }
         }
     }
+}
+
+/// Takes messages from `rx` and starts their replies, until the receiver fails or
+/// the runtime stops.
+async fn serve(
+    rx: &mut dyn Receiver,
+    broker: &Arc<dyn Broker>,
+    q: &Arc<QueueService>,
+    lanes: &[Arc<Lane>],
+    turn: &mut usize,
+    stop: &mut watch::Receiver<bool>,
+    replies: &mut Replies,
+) -> Served {
+    let stopped = stop.wait_for(|s| *s);
+    tokio::pin!(stopped);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stopped => return Served::Stopped,
+            () = replies.room() => {}
+        }
+        let mut next = rx.next();
+        let got = std::future::poll_fn(|cx| {
+            if stopped.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            replies.poll(cx);
+            next.as_mut().poll(cx).map(Some)
+        })
+        .await;
+        drop(next);
+        let delivery = match got {
+            None => return Served::Stopped,
+            Some(Ok(Some(d))) => d,
+            Some(Ok(None)) => return Served::Closed,
+            Some(Err(e)) => return Served::Lost(e),
+        };
+        match route(q, delivery) {
+            Routed::Reply(job) => {
+                *turn = turn.wrapping_add(1);
+                let lane = lanes[*turn % lanes.len()].clone();
+                let delayed = !job.delay.is_zero();
+                let reply = answer(lane, broker.clone(), q.clone(), job);
+                replies.push(q, delayed, Box::pin(reply));
+            }
+            Routed::Reject(delivery) => {
+                let queue = q.queue.clone();
+                replies.push(
+                    q,
+                    false,
+                    Box::pin(async move {
+                        if let Err(e) = delivery.settle(Settle::Reject).await {
+                            tracing::warn!("could not reject a message on {queue}: {e}");
+                        }
+                    }),
+                );
+            }
+        }
+    }
+}
+
+/// Waits for a reply's delay, its lane's window and sender, then puts it and
+/// settles its request.
+async fn answer(lane: Arc<Lane>, broker: Arc<dyn Broker>, q: Arc<QueueService>, job: Job) {
+    if !job.delay.is_zero() {
+        // A timer, not a thread: thousands of delayed replies cost memory only.
+        tokio::time::sleep(job.delay).await;
+    }
+    let Ok(_permit) = lane.window.acquire().await else {
+        return;
+    };
+    let Some(s) = lane.sender(&*broker, &q).await else {
+        return;
+    };
+    deliver(&*s, &*broker, &q, job, &lane.broken).await;
 }
 
 /// The one line said when a queue mappings listen on does not exist: which queue,
@@ -596,10 +846,16 @@ fn decide(q: &QueueService, message: &Message) -> Decision {
     }
 }
 
-/// Decides what happens to a received message: a reply job, a move to the unmatched
-/// queue, or (returning `None`) an immediate rejection. A panic while deciding sends
-/// the message the unmatched way, as a failing plugin does.
-async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
+/// What a received message gets: a reply (or a move to the unmatched queue), or a
+/// rejection.
+enum Routed {
+    Reply(Job),
+    Reject(Box<dyn Delivery>),
+}
+
+/// Decides what happens to a received message. A panic while deciding sends the
+/// message the unmatched way, as a failing plugin does.
+fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Routed {
     let read_at = Instant::now();
     let decided = std::panic::catch_unwind(AssertUnwindSafe(|| decide(q, delivery.message())));
     match decided {
@@ -609,7 +865,7 @@ async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
             delay,
             stats,
             webhooks,
-        }) => Some(Job {
+        }) => Routed::Reply(Job {
             reply,
             to,
             delay,
@@ -618,19 +874,19 @@ async fn route(q: &QueueService, delivery: Box<dyn Delivery>) -> Option<Job> {
             delivery,
             webhooks,
         }),
-        Ok(Decision::Unmatched) => unmatched(q, delivery, read_at).await,
+        Ok(Decision::Unmatched) => unmatched(q, delivery, read_at),
         Err(panic) => {
             q.panicked(
                 Task::Receiver,
                 &*panic,
                 "the message went the unmatched way and the receiver went on",
             );
-            unmatched(q, delivery, read_at).await
+            unmatched(q, delivery, read_at)
         }
     }
 }
 
-async fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Instant) -> Option<Job> {
+fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Instant) -> Routed {
     q.outcomes.unmatched();
     match &q.unmatched {
         Unmatched::Queue(to) => {
@@ -639,7 +895,7 @@ async fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Insta
                 q.queue
             );
             let reply = delivery.message().clone();
-            Some(Job {
+            Routed::Reply(Job {
                 delivery,
                 to: Destination::queue(to.clone()),
                 reply,
@@ -651,109 +907,8 @@ async fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Insta
         }
         Unmatched::Reject => {
             tracing::info!("a message on {} matched no mapping; rejecting it", q.queue);
-            if let Err(e) = delivery.settle(Settle::Reject).await {
-                tracing::warn!("could not reject a message on {}: {e}", q.queue);
-            }
-            None
+            Routed::Reject(delivery)
         }
-    }
-}
-
-/// A sender's state that outlives a panic in its loop: the replies waiting for their
-/// confirms go on while the loop restarts.
-struct SendState {
-    sender: Option<Arc<dyn Sender>>,
-    backoff: Backoff,
-    /// Set by a reply whose put failed: reconnect before the next one.
-    broken: Arc<AtomicBool>,
-    window: Arc<Semaphore>,
-    in_flight: JoinSet<()>,
-}
-
-/// Runs a sender, and runs it again after a pause when it panics. Its hand-off queue
-/// and its replies in flight are kept across the restart.
-async fn supervise_sender(
-    broker: Arc<dyn Broker>,
-    q: Arc<QueueService>,
-    index: usize,
-    mut jobs: mpsc::Receiver<Job>,
-) {
-    let mut state = SendState {
-        sender: None,
-        backoff: Backoff::default(),
-        broken: Arc::new(AtomicBool::new(false)),
-        // Replies waiting for their confirms at once (`Broker::in_flight`).
-        window: Arc::new(Semaphore::new(broker.in_flight().max(1))),
-        in_flight: JoinSet::new(),
-    };
-    let mut pause = BACKOFF_START;
-    loop {
-        let started = Instant::now();
-        let run = send_loop(&broker, &q, index, &mut jobs, &mut state);
-        let Err(panic) = AssertUnwindSafe(run).catch_unwind().await else {
-            break;
-        };
-        if started.elapsed() > STABLE {
-            pause = BACKOFF_START;
-        }
-        q.panicked(
-            Task::Sender,
-            &*panic,
-            &format!(
-                "it was restarted after {pause:?}; the request it held went back to its queue"
-            ),
-        );
-        state.sender = None;
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(BACKOFF_MAX);
-    }
-    // Shutdown: the replies already sent still get their confirms and acks.
-    while let Some(r) = state.in_flight.join_next().await {
-        q.joined(r);
-    }
-}
-
-async fn send_loop(
-    broker: &Arc<dyn Broker>,
-    q: &Arc<QueueService>,
-    index: usize,
-    jobs: &mut mpsc::Receiver<Job>,
-    state: &mut SendState,
-) {
-    while let Some(job) = jobs.recv().await {
-        if state.broken.swap(false, Ordering::Relaxed) {
-            state.sender = None;
-        }
-        // (Re)connect before sending; a job waits for the broker, it is not dropped.
-        let s = loop {
-            if let Some(s) = &state.sender {
-                break s.clone();
-            }
-            match broker.sender(index).await {
-                Ok(s) => {
-                    state.backoff.reset();
-                    q.trouble.ok("sending");
-                    state.sender = Some(Arc::from(s));
-                }
-                Err(e) => {
-                    q.trouble.failed("sending", &e, None);
-                    tokio::time::sleep(state.backoff.next_pause()).await;
-                }
-            }
-        };
-        // Up to the broker's in-flight window of replies wait for their confirms at
-        // once; each request is acknowledged when its own reply is confirmed.
-        let Ok(permit) = state.window.clone().acquire_owned().await else {
-            break;
-        };
-        while let Some(r) = state.in_flight.try_join_next() {
-            q.joined(r);
-        }
-        let (broker, q, broken) = (broker.clone(), q.clone(), state.broken.clone());
-        state.in_flight.spawn(async move {
-            let _permit = permit;
-            deliver(&*s, &*broker, &q, job, &broken).await;
-        });
     }
 }
 

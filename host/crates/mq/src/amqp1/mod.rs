@@ -12,8 +12,11 @@
 //!   messages. Settlement is the runtime's: accepted once the reply was accepted,
 //!   released (the broker delivers it again) after a failed reply, rejected for an
 //!   unmatched message when the connection says `reject`. One task owns the link
-//!   ([`link_task`]): it receives and settles in turn, because fe2o3's receiving
-//!   link is one object that both need. Each receiving link has a session of its own
+//!   ([`link_task`]) and receives; a request is accepted or released by its reply,
+//!   through the link's disposer (fe2o3's settling handle, which needs no lock on
+//!   the link), so settling costs no hop to that task and back. A rejection, and the
+//!   release of a request dropped unsettled, go through the link's task. Each
+//!   receiving link has a session of its own
 //!   on the pooled connection: RabbitMQ answers an attach to a queue that does not
 //!   exist by ending the session (`amqp:not-found`), which is then said once as a
 //!   missing queue, and leaves the other receivers' links alone.
@@ -36,7 +39,7 @@ use std::time::Duration;
 
 use fe2o3_amqp::connection::ConnectionHandle;
 use fe2o3_amqp::link::delivery::DeliveryInfo;
-use fe2o3_amqp::link::receiver::CreditMode;
+use fe2o3_amqp::link::receiver::{CreditMode, ReceiverDisposer};
 use fe2o3_amqp::sasl_profile::SaslProfile;
 use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp::types::definitions::{ReceiverSettleMode, SenderSettleMode};
@@ -310,11 +313,13 @@ impl Broker for Amqp1Broker {
             };
             let (deliveries_tx, deliveries) = mpsc::unbounded_channel();
             let (settle, commands) = mpsc::unbounded_channel();
+            let disposer = Arc::new(link.disposer());
             tokio::spawn(link_task(session, link, deliveries_tx, commands));
             Ok(Box::new(Amqp1Receiver {
                 deliveries,
                 settle,
-                queue: addr,
+                disposer,
+                queue: addr.into(),
             }) as Box<dyn Receiver>)
         })
     }
@@ -446,7 +451,8 @@ async fn settle_one(link: &fe2o3_amqp::Receiver, c: Command) {
 struct Amqp1Receiver {
     deliveries: mpsc::UnboundedReceiver<Received>,
     settle: mpsc::UnboundedSender<Command>,
-    queue: String,
+    disposer: Arc<ReceiverDisposer>,
+    queue: Arc<str>,
 }
 
 impl Receiver for Amqp1Receiver {
@@ -458,6 +464,7 @@ impl Receiver for Amqp1Receiver {
                     Ok(Some(Box::new(Amqp1Delivery {
                         info: Some(info),
                         settle: self.settle.clone(),
+                        disposer: self.disposer.clone(),
                         queue: self.queue.clone(),
                         message: convert::from_amqp(message),
                     }) as Box<dyn Delivery>))
@@ -475,8 +482,11 @@ impl Receiver for Amqp1Receiver {
 struct Amqp1Delivery {
     /// `None` once settled.
     info: Option<DeliveryInfo>,
+    /// To the link's task: rejections, and releases on drop.
     settle: mpsc::UnboundedSender<Command>,
-    queue: String,
+    /// Accepts and releases without the link's task.
+    disposer: Arc<ReceiverDisposer>,
+    queue: Arc<str>,
     message: Message,
 }
 
@@ -510,24 +520,46 @@ impl Delivery for Amqp1Delivery {
     fn settle(mut self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
         let info = self.info.take();
         let settle = self.settle.clone();
+        let disposer = self.disposer.clone();
         Box::pin(async move {
             let Some(info) = info else {
                 return Ok(());
             };
-            let (done, wait) = oneshot::channel();
-            settle
-                .send(Command {
-                    info,
-                    how,
-                    done: Some(done),
-                })
-                .map_err(|_| BrokerError::new("settling a delivery: its link is closed"))?;
-            match wait.await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(err("settling a delivery", e)),
-                Err(_) => Err(BrokerError::new("settling a delivery: its link is closed")),
+            let disposed = match how {
+                Settle::Ack => tokio::time::timeout(BROKER_TIMEOUT, disposer.accept(info)).await,
+                Settle::Requeue => {
+                    tokio::time::timeout(BROKER_TIMEOUT, disposer.release(info)).await
+                }
+                Settle::Reject => return settle_by_link(&settle, info, how).await,
+            };
+            match disposed {
+                Ok(r) => r.map_err(|e| err("settling a delivery", e)),
+                Err(_) => Err(BrokerError::new(format!(
+                    "settling a delivery: no answer in {BROKER_TIMEOUT:?}"
+                ))),
             }
         })
+    }
+}
+
+/// Settles a delivery through its link's task, and waits until it did.
+async fn settle_by_link(
+    settle: &mpsc::UnboundedSender<Command>,
+    info: DeliveryInfo,
+    how: Settle,
+) -> Result<(), BrokerError> {
+    let (done, wait) = oneshot::channel();
+    settle
+        .send(Command {
+            info,
+            how,
+            done: Some(done),
+        })
+        .map_err(|_| BrokerError::new("settling a delivery: its link is closed"))?;
+    match wait.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(err("settling a delivery", e)),
+        Err(_) => Err(BrokerError::new("settling a delivery: its link is closed")),
     }
 }
 

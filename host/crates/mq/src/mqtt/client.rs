@@ -331,10 +331,12 @@ impl Raw {
 
     /// The transport-neutral message: MQTT 5's user properties are its properties,
     /// its response topic the reply-to, its correlation data the correlation id.
-    pub fn message(&self) -> Message {
+    /// The payload and the properties are moved out (an acknowledgement needs only
+    /// the packet id and the QoS), so they are not copied per message.
+    pub fn take_message(&mut self) -> Message {
         match self {
             Raw::V4(p) => Message {
-                body: p.payload.clone(),
+                body: std::mem::take(&mut p.payload),
                 topic: Some(p.topic.clone()),
                 qos: Some(p.qos as u8),
                 persistent: p.qos as u8 > 0,
@@ -342,9 +344,9 @@ impl Raw {
                 ..Message::default()
             },
             Raw::V5(p) => {
-                let props = p.properties.clone().unwrap_or_default();
+                let props = p.properties.take().unwrap_or_default();
                 Message {
-                    body: p.payload.clone(),
+                    body: std::mem::take(&mut p.payload),
                     topic: Some(String::from_utf8_lossy(&p.topic).into_owned()),
                     qos: Some(p.qos as u8),
                     persistent: p.qos as u8 > 0,

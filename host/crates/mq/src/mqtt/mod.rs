@@ -20,8 +20,10 @@
 //! Replies go out on `writeConnectionsToOpen` connections shared by the senders.
 //! rumqttc's publish returns once the request is queued, so each connection's event
 //! loop pairs publishes with the packet ids it reports in order, then with their
-//! PUBACK (QoS 1) or PUBREC (QoS 2: the broker holds the message from then on); a
-//! reply at QoS 0 is done once written.
+//! PUBACK (QoS 1) or PUBREC (QoS 2: the broker holds the message from then on). A
+//! reply at QoS 0 is done once it is queued to its connection: nothing is waited for,
+//! as nothing would be learnt (QoS 0 is at most once), and a connection already lost
+//! still fails it.
 //!
 //! Client ids are `CLIENTID-HASH-rN` for receiver `N` (`HASH` from the connection id
 //! and the filter, so a resumed session always holds the same subscription) and
@@ -383,11 +385,10 @@ impl Receiver for MqttReceiver {
     }
 }
 
-fn delivery(shared: &Arc<ReceiverShared>, raw: Raw) -> Box<dyn Delivery> {
-    let message = raw.message();
+fn delivery(shared: &Arc<ReceiverShared>, mut raw: Raw) -> Box<dyn Delivery> {
+    let message = raw.take_message();
     Box::new(MqttDelivery {
         shared: shared.clone(),
-        queue: shared.filter.clone(),
         raw: Some(raw),
         message,
     })
@@ -467,8 +468,8 @@ async fn drive_receiver(
 
 struct MqttDelivery {
     shared: Arc<ReceiverShared>,
-    queue: String,
-    /// `None` once settled.
+    /// `None` once settled. Its payload and properties were moved to `message`: what
+    /// an acknowledgement needs is its packet id and QoS.
     raw: Option<Raw>,
     message: Message,
 }
@@ -479,7 +480,7 @@ impl MqttDelivery {
         if raw.qos() == 0 {
             tracing::warn!(
                 "a QoS 0 request on {} could not be answered and cannot be redelivered (QoS 0 is at most once)",
-                self.queue
+                self.shared.filter
             );
         } else {
             self.shared.again.notify_one();
@@ -493,7 +494,7 @@ impl Drop for MqttDelivery {
         if let Some(raw) = self.raw.take() {
             tracing::warn!(
                 "a request on {} was dropped before it was settled; it will be delivered again",
-                self.queue
+                self.shared.filter
             );
             self.again(&raw);
         }
@@ -506,7 +507,7 @@ impl Delivery for MqttDelivery {
     }
 
     fn queue(&self) -> &str {
-        &self.queue
+        &self.shared.filter
     }
 
     fn settle(mut self: Box<Self>, how: Settle) -> BoxFuture<'static, Result<(), BrokerError>> {
@@ -533,7 +534,9 @@ impl Delivery for MqttDelivery {
 /// Publishes that went out, waiting for the broker's confirmation.
 #[derive(Default)]
 struct Waiting {
-    /// Queued to the client, in order, not yet given a packet id by the event loop.
+    /// Queued to the client, in order, not yet given a packet id by the event loop
+    /// (QoS 1 and 2 only: a QoS 0 publish waits for nothing, and the event loop
+    /// reports it with packet id 0, which pairs with no waiter).
     queued: VecDeque<oneshot::Sender<Result<bool, Refused>>>,
     /// Sent with a packet id, waiting for its PUBACK or PUBREC.
     sent: HashMap<u16, oneshot::Sender<Result<bool, Refused>>>,
@@ -545,8 +548,8 @@ struct Waiting {
 struct Publisher {
     client: Client,
     waiting: Arc<Mutex<Waiting>>,
-    /// Held while a publish is queued, so publishes reach the event loop in the order
-    /// their waiters were queued.
+    /// Held while a QoS 1 or 2 publish is queued, so those reach the event loop in
+    /// the order their waiters were queued.
     order: AsyncMutex<()>,
     alive: Arc<AtomicBool>,
     task: JoinHandle<()>,
@@ -571,14 +574,12 @@ impl Publisher {
         let task = tokio::spawn(async move {
             let reason = loop {
                 match events.poll().await {
+                    // A QoS 0 publish (packet id 0) has no waiter.
+                    Ok(Event::Sent(0)) => {}
                     Ok(Event::Sent(pkid)) => {
                         let mut w = lock(&w);
                         if let Some(tx) = w.queued.pop_front() {
-                            if pkid == 0 {
-                                let _ = tx.send(Ok(false));
-                            } else {
-                                w.sent.insert(pkid, tx);
-                            }
+                            w.sent.insert(pkid, tx);
                         }
                     }
                     Ok(Event::Confirmed(pkid, r)) => {
@@ -609,6 +610,16 @@ impl Publisher {
     }
 
     async fn publish(&self, topic: &str, message: &Message) -> Result<Put, BrokerError> {
+        if message.qos == Some(0) {
+            if let Some(f) = &lock(&self.waiting).failed {
+                return Err(err("the connection for replies was lost", f));
+            }
+            self.client
+                .publish(topic, message)
+                .await
+                .map_err(|e| err(&format!("cannot publish on {topic:?}"), e))?;
+            return Ok(Put::Done);
+        }
         let (tx, rx) = oneshot::channel();
         {
             let _order = self.order.lock().await;

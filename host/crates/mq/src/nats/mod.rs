@@ -28,6 +28,7 @@
 pub mod config;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -285,7 +286,7 @@ impl NatsBroker {
             })?;
         Ok(Box::new(JetStreamReceiver {
             messages,
-            queue: subject.to_owned(),
+            queue: subject.into(),
         }))
     }
 }
@@ -311,7 +312,7 @@ impl Broker for NatsBroker {
                 .map_err(|e| err(&format!("cannot subscribe to {:?}", from.name), e))?;
             Ok(Box::new(CoreReceiver {
                 subscriber,
-                queue: from.name.clone(),
+                queue: from.name.as_str().into(),
                 subjects: false,
             }) as Box<dyn Receiver>)
         })
@@ -335,7 +336,7 @@ impl Broker for NatsBroker {
                 },
                 Box::new(CoreReceiver {
                     subscriber,
-                    queue: inbox,
+                    queue: inbox.into(),
                     subjects: true,
                 }) as Box<dyn Receiver>,
             ))
@@ -370,7 +371,7 @@ impl Broker for NatsBroker {
 
 struct CoreReceiver {
     subscriber: async_nats::Subscriber,
-    queue: String,
+    queue: Arc<str>,
     /// Each message says the subject it came on as its topic (a recording's inbox).
     subjects: bool,
 }
@@ -398,7 +399,7 @@ impl Receiver for CoreReceiver {
 /// A core NATS request: nothing to settle (core NATS has no acknowledgement).
 struct CoreDelivery {
     message: Message,
-    queue: String,
+    queue: Arc<str>,
 }
 
 impl Delivery for CoreDelivery {
@@ -423,7 +424,7 @@ impl Delivery for CoreDelivery {
 
 struct JetStreamReceiver {
     messages: pull::Stream,
-    queue: String,
+    queue: Arc<str>,
 }
 
 impl Receiver for JetStreamReceiver {
@@ -449,7 +450,7 @@ struct JetStreamDelivery {
     message: Message,
     /// `None` once settled.
     inner: Option<jetstream::Message>,
-    queue: String,
+    queue: Arc<str>,
 }
 
 /// A request dropped unsettled (its handling panicked) is handed back (a nak), so it
