@@ -31,6 +31,7 @@ fn main() {
         "host/crates/jsonpath",
         "host/crates/jsonfmt",
         "host/crates/multipart",
+        "host/crates/template",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }

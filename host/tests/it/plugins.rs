@@ -209,28 +209,14 @@ async fn global_response_templating_applies_to_every_stub() {
 /// A `jsonBody` of about 250 KB with 540 `{{request.requestLine.baseUrl}}` in it,
 /// as mobile apps' UI-test mocks have (image links pointing back at the mock). Its
 /// template used to take longer to compile than a call's deadline, so every
-/// request answered 500; now the first request, and every instance, answers 200.
+/// request answered 500; now it is compiled when the stub loads, and the first
+/// request, and every one after it, answers 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_250_kb_template_answers_200_from_its_first_request_with_the_default_deadline() {
-    let mut items = Vec::new();
-    let mut size = 0;
-    let mut i = 0;
-    while size < 250_000 {
-        let item = if i < 540 {
-            json!({"id": i, "title": format!("Item {i}"),
-                   "imageUrl": format!("{{{{request.requestLine.baseUrl}}}}/images/{i}.png"),
-                   "description": "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua",
-                   "price": f64::from(i) + 0.99, "tags": ["a", "b"]})
-        } else {
-            json!({"id": i, "title": format!("Item {i}")})
-        };
-        size += item.to_string().len() + 1;
-        items.push(item);
-        i += 1;
-    }
+    let feed = big_feed(|_| "{{request.requestLine.baseUrl}}".into());
     let dir = crate::common::root_with_stubs(json!([
         {"request": {"urlPath": "/feed"},
-         "response": {"status": 200, "jsonBody": {"items": items},
+         "response": {"status": 200, "jsonBody": feed,
                       "transformers": ["response-template"]}}
     ]));
     let server = crate::common::serve(dir.path()).await;
@@ -262,6 +248,313 @@ async fn a_250_kb_template_answers_200_from_its_first_request_with_the_default_d
         }
     }
     server.shutdown().await;
+}
+
+/// The bundled `response-template` plugin of a running server.
+fn template_plugin(server: &decoy::server::Running) -> std::sync::Arc<decoy_plugin_host::Plugin> {
+    let plugins = server.store.context().plugins.clone().unwrap();
+    plugins.get("response-template").unwrap()
+}
+
+/// A 250 KB `jsonBody` whose 540 expressions are `expr(i)`, as in users' UI-test mocks.
+fn big_feed(expr: impl Fn(usize) -> String) -> Value {
+    let mut items = Vec::new();
+    let mut size = 0;
+    let mut i = 0;
+    while size < 250_000 {
+        let item = if i < 540 {
+            json!({"id": i, "title": format!("Item {i}"),
+                   "imageUrl": format!("{}/images/{i}.png", expr(i)),
+                   "description": "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua",
+                   "price": i as f64 + 0.99, "tags": ["a", "b"]})
+        } else {
+            json!({"id": i, "title": format!("Item {i}")})
+        };
+        size += item.to_string().len() + 1;
+        items.push(item);
+        i += 1;
+    }
+    json!({"items": items})
+}
+
+/// Templates of text and plain request fields are rendered by the host, with no
+/// plugin call; each form must come out as the plugin writes it. Every template is
+/// served twice: by a stub the host renders, and by a stub that also has a header
+/// needing a helper, which sends its whole answer through the plugin.
+#[tokio::test]
+async fn plain_templates_rendered_by_the_host_are_byte_for_byte_what_the_plugin_renders() {
+    let templates = [
+        "segment {{request.pathSegments.[1]}} q {{request.query.q}}",
+        "{{request.url}}|{{request.path}}|{{request.method}}",
+        "{{request.requestLine.baseUrl}} {{request.baseUrl}} {{request.scheme}} {{request.host}} {{request.port}}",
+        "{{request.requestLine.path}} {{request.requestLine.method}} {{request.requestLine.pathSegments.[0]}}",
+        "[{{request.pathSegments.[0]}}][{{request.pathSegments.[2]}}][{{request.pathSegments.[3]}}][{{request.pathSegments.[9]}}] {{request.path.[1]}}",
+        "{{request.query.q}} {{request.query.enc}} [{{request.query.empty}}] [{{request.query.none}}] {{request.query.q.first}} {{request.query.q.[0]}}",
+        "{{request.headers.X-Trace}} {{request.headers.[x-trace]}} {{request.headers.x-multi}} [{{request.headers.none}}] {{request.headers.Content-Type}}",
+        "{{request.cookies.session}} [{{request.cookies.none}}]",
+        "{{request.path.id}} [{{request.pathParams.none}}]",
+        "{{request.body}}",
+        "{{request.clientIp}}",
+        "a {{!-- a comment --}} b {{! another }}c {{{request.url}}}",
+        "  {{~request.method~}}  \n x {{~request.url}}",
+        "\\{{request.url}} escaped, { braces } and }} closers",
+        "{{ request.query.q }}{{request.destination}}[{{request.messageId}}]",
+    ];
+    // The two stubs of a template take the same requests but for `X-Via`, which no
+    // template reads.
+    let mut stubs = Vec::new();
+    for (i, t) in templates.iter().enumerate() {
+        for (via, extra) in [
+            (json!({"absent": true}), None),
+            (json!({"equalTo": "plugin"}), Some("{{upper 'x'}}")),
+        ] {
+            let mut headers = json!({"X-Template": t.replace('\n', " ")});
+            if let Some(e) = extra {
+                headers["X-Helper"] = json!(e);
+            }
+            stubs.push(json!({
+                "request": {"urlPathTemplate": format!("/t/{i}/{{id}}/{{a}}/{{b}}"),
+                            "headers": {"X-Via": via}},
+                "response": {"body": t, "headers": headers, "transformers": ["response-template"]}
+            }));
+        }
+    }
+    let dir = crate::common::root_with_stubs(json!(stubs));
+    let server = crate::common::serve(dir.path()).await;
+    assert!(
+        server.report.problems.is_empty(),
+        "{:?}",
+        server.report.problems
+    );
+    let addr = server.http_addr;
+    let plugin = template_plugin(&server);
+    let requests: [(&str, &[(&str, &str)], &str); 3] = [
+        (
+            "?q=a%20b%26c&q=second&enc=%E2%82%AC&empty=",
+            &[
+                ("X-Trace", "t-1"),
+                ("x-multi", "one"),
+                ("x-multi", "two"),
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Cookie", "session=abc; other=1"),
+            ],
+            "caf\u{e9} body {{not a template}}",
+        ),
+        ("", &[("X-Forwarded-For", "203.0.113.7, 10.0.0.1")], ""),
+        ("?q=", &[("x-forwarded-for", "")], "x"),
+    ];
+    for (i, t) in templates.iter().enumerate() {
+        for (query, headers, body) in &requests {
+            let path = format!("/t/{i}/42/caf%C3%A9/x%2Fy{query}");
+            let calls = plugin.stats.calls.load(Relaxed);
+            let host = send(addr, "POST", &path, headers, body).await;
+            assert_eq!(
+                plugin.stats.calls.load(Relaxed),
+                calls,
+                "{t:?} was rendered by a plugin call"
+            );
+            let mut via_plugin = headers.to_vec();
+            via_plugin.push(("X-Via", "plugin"));
+            let through_plugin = send(addr, "POST", &path, &via_plugin, body).await;
+            assert!(plugin.stats.calls.load(Relaxed) > calls, "{t:?}");
+            assert_eq!(
+                (host.status, through_plugin.status),
+                (200, 200),
+                "{t:?}: {}",
+                through_plugin.body
+            );
+            assert_eq!(
+                host.body, through_plugin.body,
+                "{t:?} with {query:?} {headers:?}"
+            );
+            assert_eq!(
+                host.header("x-template"),
+                through_plugin.header("x-template"),
+                "{t:?} as a header, with {query:?} {headers:?}"
+            );
+            assert_eq!(through_plugin.header("x-helper"), Some("X"));
+        }
+    }
+    // A few answers spelled out, so that both sides agreeing on a wrong value fails.
+    let a = send(addr, "POST", "/t/0/42/caf%C3%A9/x%2Fy?q=a%20b", &[], "").await;
+    assert_eq!(a.body, "segment 0 q a b");
+    let a = send(addr, "POST", "/t/4/42/caf%C3%A9/x%2Fy", &[], "").await;
+    assert_eq!(a.body, "[t][42][caf\u{e9}][] 4");
+    let a = send(addr, "POST", "/t/2/42/caf%C3%A9/x%2Fy", &[], "").await;
+    let port = addr.port();
+    assert_eq!(
+        a.body,
+        format!("http://{addr} http://{addr} http 127.0.0.1 {port}")
+    );
+    server.shutdown().await;
+}
+
+/// A plain template is compiled once, when its stub loads, and never again however
+/// many requests and threads serve it; no plugin instance is made for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_250_kb_template_is_compiled_once_at_load_and_served_without_a_plugin_call() {
+    let feed = big_feed(|_| "{{request.requestLine.baseUrl}}".into());
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/feed"},
+         "response": {"jsonBody": feed, "headers": {"X-Base": "{{request.baseUrl}}"},
+                      "transformers": ["response-template"]}}
+    ]));
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let plugin = template_plugin(&server);
+    assert_eq!(
+        plugin.stats.host_compiled.load(Relaxed),
+        2,
+        "body and header"
+    );
+    let calls: Vec<_> = (0..16)
+        .map(|_| tokio::spawn(async move { get(addr, "/feed").await }))
+        .collect();
+    for c in calls {
+        let a = c.await.unwrap();
+        assert_eq!(a.status, 200, "{}", &a.body[..a.body.len().min(500)]);
+        assert_eq!(a.header("x-base"), Some(format!("http://{addr}").as_str()));
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(
+            v["items"][7]["imageUrl"],
+            json!(format!("http://{addr}/images/7.png"))
+        );
+    }
+    assert_eq!(plugin.stats.host_compiled.load(Relaxed), 2);
+    assert_eq!(plugin.stats.host_rendered.load(Relaxed), 16);
+    assert_eq!(plugin.stats.calls.load(Relaxed), 0);
+    assert_eq!(plugin.stats.instances_created.load(Relaxed), 0);
+    server.shutdown().await;
+}
+
+/// The same size of template, but with a helper in each expression: it is the
+/// plugin's to render, in the sandbox, and every instance's first call answers 200
+/// within the default deadline (each compiles it in pieces, in linear time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_250_kb_handlebars_template_answers_200_from_its_first_request_with_the_default_deadline()
+{
+    let feed = big_feed(|_| {
+        "{{upper request.scheme}}://{{lower request.requestLine.host}}:{{request.port}}".into()
+    });
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/feed"},
+         "response": {"jsonBody": feed, "transformers": ["response-template"]}}
+    ]));
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let plugin = template_plugin(&server);
+    assert_eq!(plugin.stats.host_compiled.load(Relaxed), 1);
+    let calls: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(async move { get(addr, "/feed").await }))
+        .collect();
+    for c in calls {
+        let a = c.await.unwrap();
+        assert_eq!(a.status, 200, "{}", &a.body[..a.body.len().min(2000)]);
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(
+            v["items"][7]["imageUrl"],
+            json!(format!("HTTP://127.0.0.1:{}/images/7.png", addr.port()))
+        );
+    }
+    assert!(plugin.stats.calls.load(Relaxed) >= 8);
+    assert_eq!(plugin.stats.failures.load(Relaxed), 0);
+    assert_eq!(plugin.stats.timeouts.load(Relaxed), 0);
+    assert_eq!(
+        plugin.stats.host_compiled.load(Relaxed),
+        1,
+        "compiled at load only"
+    );
+    server.shutdown().await;
+}
+
+/// A template that does not compile is a problem of its stub when it loads, with
+/// the file, the stub, the field and the position, as a bad matcher is; `decoy
+/// validate` fails on it.
+#[tokio::test]
+async fn a_template_that_does_not_compile_is_a_load_time_problem_naming_file_stub_field_and_position()
+ {
+    let dir = crate::common::root(&[
+        (
+            "mappings/bad-body.json",
+            &json!({"name": "broken body", "request": {"urlPath": "/b"},
+                    "response": {"body": "line one\nline {{#if request.url}} two",
+                                 "transformers": ["response-template"]}})
+            .to_string(),
+        ),
+        (
+            "mappings/bad-header.json",
+            &json!({"request": {"urlPath": "/h"},
+                    "response": {"headers": {"X-Id": "{{request.query.id"},
+                                 "transformers": ["response-template"]}})
+            .to_string(),
+        ),
+        (
+            "mappings/bad-file.json",
+            &json!({"request": {"urlPath": "/f"},
+                    "response": {"bodyFileName": "t.txt", "transformers": ["response-template"]}})
+            .to_string(),
+        ),
+        ("__files/t.txt", "ok\n{{/each}}\n"),
+        (
+            "mappings/fine.json",
+            &json!({"request": {"urlPath": "/fine"},
+                    "response": {"body": "{{request.path}}", "transformers": ["response-template"]}})
+            .to_string(),
+        ),
+        (
+            "mappings/untemplated.json",
+            &json!({"request": {"urlPath": "/braces"}, "response": {"body": "{{#if"}})
+            .to_string(),
+        ),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    let problems = server.report.problems.join("\n");
+    let expect = [
+        (
+            "mappings/bad-body.json",
+            "mapping #0 (name \"broken body\"): response.body: bad template",
+            "line 2, column",
+        ),
+        (
+            "mappings/bad-header.json",
+            "response.headers.X-Id: bad template",
+            "line 1, column",
+        ),
+        (
+            "mappings/bad-file.json",
+            "response.bodyFileName: in __files/t.txt: bad template",
+            "line 2, column",
+        ),
+    ];
+    for (file, field, at) in expect {
+        let line = problems
+            .lines()
+            .find(|l| l.contains(file))
+            .unwrap_or_else(|| panic!("no problem for {file}: {problems}"));
+        assert!(line.contains(field), "{line}");
+        assert!(line.contains(at), "{line}");
+    }
+    assert_eq!(server.report.problems.len(), 3, "{problems}");
+    assert_eq!(get(server.http_addr, "/fine").await.body, "/fine");
+    assert_eq!(get(server.http_addr, "/b").await.status, 404);
+    assert_eq!(get(server.http_addr, "/braces").await.body, "{{#if");
+    server.shutdown().await;
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_decoy"))
+        .args(["validate", "--root-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("error: mappings/bad-body.json: mapping #0 (name \"broken body\"): response.body: bad template: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("response.headers.X-Id: bad template"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

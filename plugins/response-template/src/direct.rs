@@ -7,8 +7,9 @@
 //! work they amount to. A [`Direct`] template is made from the compiled Handlebars
 //! template when every element is text, a comment, a plain value expression naming
 //! one request field, or one of [`crate::helpers`]' helpers whose arguments are
-//! literals or such fields. It reads fields straight from the request, with the same
-//! meaning [`crate::request_model`] gives them, and calls the same helper functions.
+//! literals or such fields. It reads fields straight from the request through
+//! [`decoy_template::Field`], which the model is built with too, and calls the same
+//! helper functions.
 //! Anything else (a block, a built-in helper, a subexpression, `parameters.*`, a
 //! path to an object or a list) keeps the Handlebars path. The tests render each
 //! supported form both ways and compare.
@@ -16,8 +17,9 @@
 use std::borrow::Cow;
 
 use decoy_plugin::{Error, Request, wit::types};
+use decoy_template::fields::{self, Field, Message, RequestFields};
 use handlebars::template::{HelperTemplate, Parameter, TemplateElement};
-use handlebars::{Path, PathSeg, Template};
+use handlebars::{Path, Template};
 use serde_json::{Map, Value};
 
 use crate::helpers::{self, Spec};
@@ -43,29 +45,6 @@ enum Arg {
     Field(Field),
 }
 
-/// One leaf of the request model (see [`crate::request_model`]).
-#[derive(Debug)]
-enum Field {
-    Url,
-    Path,
-    Method,
-    Body,
-    BaseUrl,
-    Scheme,
-    Host,
-    Port,
-    ClientIp,
-    Destination,
-    ReplyTo,
-    MessageId,
-    CorrelationId,
-    Segment(usize),
-    Query(String),
-    Header(String),
-    Cookie(String),
-    PathParam(String),
-}
-
 impl Direct {
     /// The direct form of `template`, if it has one.
     pub fn of(template: &Template) -> Option<Direct> {
@@ -89,7 +68,7 @@ impl Direct {
             match piece {
                 Piece::Text(s) => out.push_str(s),
                 Piece::Field(f) => {
-                    if let Some(v) = value(f, req) {
+                    if let Some(v) = f.text(&View(req)) {
                         out.push_str(&v);
                     }
                 }
@@ -126,7 +105,7 @@ fn expression(ht: &HelperTemplate) -> Option<Piece> {
         let [p] = ht.params.as_slice() else {
             return None;
         };
-        return Some(Piece::Field(path_field(p)?));
+        return Some(Piece::Field(Field::of_parameter(p)?));
     }
     if let Some(spec) = helpers::simple(name) {
         // A helper that sets a variable changes what later parts see.
@@ -163,137 +142,96 @@ fn expression(ht: &HelperTemplate) -> Option<Piece> {
     if !ht.params.is_empty() || !ht.hash.is_empty() {
         return None;
     }
-    Some(Piece::Field(path_field(&ht.name)?))
+    Some(Piece::Field(Field::of_parameter(&ht.name)?))
 }
 
 fn arg(p: &Parameter) -> Option<Arg> {
     match p {
         Parameter::Literal(v) => Some(Arg::Literal(v.clone())),
-        other => path_field(other).map(Arg::Field),
+        other => Field::of_parameter(other).map(Arg::Field),
     }
-}
-
-fn path_field(p: &Parameter) -> Option<Field> {
-    let Parameter::Path(Path::Relative((segs, _))) = p else {
-        return None;
-    };
-    let mut names = Vec::with_capacity(segs.len());
-    for s in segs {
-        match s {
-            PathSeg::Named(n) => names.push(n.as_str()),
-            _ => return None,
-        }
-    }
-    field(&names)
-}
-
-/// The field a path names, when it is a leaf holding a string or a number.
-fn field(path: &[&str]) -> Option<Field> {
-    let (&"request", rest) = path.split_first()? else {
-        return None;
-    };
-    Some(match rest {
-        ["url"] => Field::Url,
-        ["path"] => Field::Path,
-        ["method"] => Field::Method,
-        ["body"] => Field::Body,
-        ["baseUrl"] => Field::BaseUrl,
-        ["scheme"] => Field::Scheme,
-        ["host"] => Field::Host,
-        ["port"] => Field::Port,
-        ["clientIp"] => Field::ClientIp,
-        ["destination"] => Field::Destination,
-        ["replyTo"] => Field::ReplyTo,
-        ["messageId"] => Field::MessageId,
-        ["correlationId"] => Field::CorrelationId,
-        // As Handlebars indexes a list (a path that is no number fails there).
-        ["pathSegments", i] => Field::Segment(i.parse().ok()?),
-        ["query", k] => Field::Query((*k).to_owned()),
-        ["headers", k] => Field::Header((*k).to_owned()),
-        ["cookies", k] => Field::Cookie((*k).to_owned()),
-        ["pathParams", k] => Field::PathParam((*k).to_owned()),
-        _ => return None,
-    })
-}
-
-fn first<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    fields
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
-/// The first value whose name, in lower case, is `key` (the model's header and
-/// property names are lower case, as template paths to them are).
-fn first_lower<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    fields
-        .iter()
-        .find(|(n, _)| {
-            n.len() == key.len()
-                && n.bytes()
-                    .zip(key.bytes())
-                    .all(|(a, b)| a.to_ascii_lowercase() == b)
-        })
-        .map(|(_, v)| v.as_str())
 }
 
 /// What the model holds at `f`, as a helper receives it.
 fn json_value(f: &Field, req: &Request) -> Value {
-    match (f, value(f, req)) {
+    match (f, f.text(&View(req))) {
         (Field::Port, Some(p)) => p.parse::<u16>().map_or(Value::Null, Value::from),
         (_, Some(v)) => Value::String(v.into_owned()),
         (_, None) => Value::Null,
     }
 }
 
-/// What the model holds at `f`, as Handlebars writes it (`None` renders nothing).
-fn value<'a>(f: &Field, req: &'a Request) -> Option<Cow<'a, str>> {
-    let borrowed = |s: &'a str| Some(Cow::Borrowed(s));
-    match &req.0 {
-        types::Request::Http(h) => {
-            let base = || crate::base_url_parts(&h.base_url);
-            match f {
-                Field::Url => borrowed(&h.url),
-                Field::Path => borrowed(&h.path),
-                Field::Method => borrowed(&h.method),
-                Field::Body => Some(String::from_utf8_lossy(&h.body)),
-                Field::BaseUrl => borrowed(&h.base_url),
-                Field::Scheme => borrowed(base().0),
-                Field::Host => borrowed(base().1),
-                Field::Port => base().2.map(|p| Cow::Owned(p.to_string())),
-                Field::ClientIp => crate::client_ip(&h.headers).map(Cow::Owned),
-                Field::Segment(i) => h
-                    .path
-                    .split('/')
-                    .filter(|s| !s.is_empty())
-                    .nth(*i)
-                    .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy()),
-                Field::Query(k) => first(&h.query, k).map(Cow::Borrowed),
-                Field::Header(k) => first_lower(&h.headers, k).map(Cow::Borrowed),
-                Field::Cookie(k) => first(&h.cookies, k).map(Cow::Borrowed),
-                Field::PathParam(k) => first(&h.path_parameters, k).map(Cow::Borrowed),
-                Field::Destination | Field::ReplyTo | Field::MessageId | Field::CorrelationId => {
-                    None
-                }
-            }
+/// The plugin's request as templates read it (see [`decoy_template::fields`]).
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a>(pub &'a Request);
+
+impl<'a> View<'a> {
+    fn http(&self) -> Option<&'a types::HttpRequest> {
+        match &self.0.0 {
+            types::Request::Http(h) => Some(h),
+            types::Request::Mq(_) => None,
         }
-        types::Request::Mq(q) => match f {
-            Field::Url | Field::Path | Field::Destination => borrowed(&q.destination),
-            Field::ReplyTo => q.reply_to.as_deref().map(Cow::Borrowed),
-            Field::MessageId => q.message_id.as_deref().map(Cow::Borrowed),
-            Field::CorrelationId => q.correlation_id.as_deref().map(Cow::Borrowed),
-            Field::Header(k) => first_lower(&q.properties, k).map(Cow::Borrowed),
-            Field::Method => borrowed(""),
-            Field::Body => Some(String::from_utf8_lossy(&q.body)),
-            Field::BaseUrl
-            | Field::Scheme
-            | Field::Host
-            | Field::Port
-            | Field::ClientIp
-            | Field::Segment(_)
-            | Field::Query(_)
-            | Field::Cookie(_)
-            | Field::PathParam(_) => None,
-        },
+    }
+}
+
+impl RequestFields for View<'_> {
+    fn message(&self) -> Option<Message<'_>> {
+        match &self.0.0 {
+            types::Request::Mq(q) => Some(Message {
+                destination: &q.destination,
+                reply_to: q.reply_to.as_deref(),
+                message_id: q.message_id.as_deref(),
+                correlation_id: q.correlation_id.as_deref(),
+            }),
+            types::Request::Http(_) => None,
+        }
+    }
+
+    fn method(&self) -> &str {
+        self.http().map_or("", |h| &h.method)
+    }
+
+    fn url(&self) -> &str {
+        self.http().map_or("", |h| &h.url)
+    }
+
+    fn path(&self) -> &str {
+        self.http().map_or("", |h| &h.path)
+    }
+
+    fn body(&self) -> &[u8] {
+        match &self.0.0 {
+            types::Request::Http(h) => &h.body,
+            types::Request::Mq(q) => &q.body,
+        }
+    }
+
+    fn base_url(&self) -> &str {
+        self.http().map_or("", |h| &h.base_url)
+    }
+
+    fn query(&self, name: &str) -> Option<&str> {
+        self.http().and_then(|h| fields::first(&h.query, name))
+    }
+
+    fn header(&self, lower: &str) -> Option<Cow<'_, str>> {
+        let list = match &self.0.0 {
+            types::Request::Http(h) => &h.headers,
+            types::Request::Mq(q) => &q.properties,
+        };
+        fields::first_lower(list, lower).map(Cow::Borrowed)
+    }
+
+    fn cookie(&self, name: &str) -> Option<&str> {
+        self.http().and_then(|h| fields::first(&h.cookies, name))
+    }
+
+    fn path_param(&self, name: &str) -> Option<&str> {
+        self.http()
+            .and_then(|h| fields::first(&h.path_parameters, name))
+    }
+
+    fn peer_ip(&self) -> Option<Cow<'_, str>> {
+        decoy_plugin::request_info::client_ip().map(Cow::Owned)
     }
 }

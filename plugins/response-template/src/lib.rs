@@ -19,11 +19,19 @@
 //! passed through untouched. A
 //! template that only echoes request fields is rendered without Handlebars (see
 //! [`direct`]), to the same output.
+//!
+//! What a template means is shared with decoy's host through `decoy-template`:
+//! the path rewrites, the compiler, and the request fields. The host compiles every
+//! template of a stub when the stub loads (one that fails is a problem of the stub,
+//! not a 500), and renders itself those made only of text and plain request fields
+//! (`decoy_template::Plain`), without calling this plugin; the templates that reach
+//! it use a helper, a block, `parameters` or a list.
 
 pub mod dates;
 pub mod direct;
 pub mod helpers;
-pub mod pieces;
+
+pub use decoy_template::{base_url_parts, pieces, rewrite_paths};
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -296,48 +304,13 @@ pub fn registry() -> &'static Handlebars<'static> {
     })
 }
 
-/// Compiles `text` after rewriting WireMock-only paths into this model's names.
+/// Compiles `text` as [`decoy_template::compile`] does (the host compiles each
+/// template with it when its stub loads, so one that fails there never reaches a
+/// call), then makes its values calls to [`helpers::VALUE`].
 pub fn compile(text: &str) -> Result<Template, Error> {
-    let text = rewrite_paths(text);
-    let mut t = match pieces::compile(&text, pieces::PIECE) {
-        Some(t) => t,
-        None => Template::compile(&text).map_err(|e| Error(template_error(&e, &text)))?,
-    };
+    let mut t = decoy_template::compile(text).map_err(|e| Error(e.message))?;
     values_through_helper(&mut t);
     Ok(t)
-}
-
-/// A template that does not compile, said on one line (it goes into a log line and
-/// a 500 answer): where, and a few characters from there. The handlebars crate's own
-/// text is a multi-line excerpt with the parser's list of expected tokens.
-fn template_error(e: &handlebars::TemplateError, text: &str) -> String {
-    use handlebars::TemplateErrorReason as R;
-    let reason = match e.reason() {
-        R::InvalidSyntax(_) => "invalid Handlebars syntax".to_owned(),
-        other => other.to_string(),
-    };
-    let Some((line, column)) = e.pos() else {
-        return format!("bad template: {reason}");
-    };
-    let rest = text.lines().nth(line.saturating_sub(1)).and_then(|l| {
-        l.char_indices()
-            .nth(column.saturating_sub(1))
-            .map(|(i, _)| &l[i..])
-    });
-    let at = match rest {
-        Some(rest) => {
-            let near: String = rest.chars().take(24).collect();
-            let more = if rest.chars().count() > 24 { "..." } else { "" };
-            format!("at line {line}, column {column}, near \"{near}{more}\"")
-        }
-        None if line >= text.lines().count() => {
-            format!(
-                "at line {line}, column {column}: the template ends before a {{{{...}}}} or a {{{{#block}}}} is closed"
-            )
-        }
-        None => format!("at the end of line {line}"),
-    };
-    format!("bad template: {reason} {at}")
 }
 
 /// Makes each plain value expression (`{{request.query.tag}}`, `{{this}}`) a call
@@ -423,59 +396,6 @@ pub fn render_str(text: &str, model: &Value) -> Result<String, Error> {
     render(&compile(text)?, &handlebars::Context::from(model.clone()))
 }
 
-/// WireMock names some values by paths this model cannot hold as JSON (`request.path`
-/// is both a string and a list of segments; header names are case-insensitive), so
-/// templates are rewritten before compiling:
-/// - `request.path.[0]` → `request.pathSegments.[0]`, `request.path.id` → `request.pathParams.id`
-/// - `request.headers.Content-Type` → `request.headers.[content-type]`
-/// - `request.query.a.first` → `request.query.a.[0]`, `.last` → `request.queryLast.a`
-///   (and headers and cookies likewise)
-/// - `request.parts.file.headers.Content-Type` → `request.parts.file.headers.[content-type]`
-/// - `request.requestLine.x` → `request.x` (WireMock 2's older names)
-pub fn rewrite_paths(text: &str) -> String {
-    static RULES: OnceLock<[regex::Regex; 5]> = OnceLock::new();
-    let [line, hdr, part_hdr, ends, path] = RULES.get_or_init(|| {
-        [
-            regex::Regex::new(r"request\.requestLine\.").expect("valid"),
-            regex::Regex::new(r"request\.headers\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)").expect("valid"),
-            regex::Regex::new(
-                r"request\.parts\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)\.headers\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)",
-            )
-            .expect("valid"),
-            regex::Regex::new(
-                r"request\.(query|headers|cookies)\.(\[[^\]]+\]|[A-Za-z0-9_\-]+)\.(first|last)\b",
-            )
-            .expect("valid"),
-            regex::Regex::new(r"request\.path\.(\[\d+\]|[A-Za-z_][A-Za-z0-9_\-]*)").expect("valid"),
-        ]
-    });
-    let bare = |s: &str| {
-        s.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase()
-    };
-    let t = line.replace_all(text, "request.");
-    let t = hdr.replace_all(&t, |c: &regex::Captures| {
-        format!("request.headers.[{}]", bare(&c[1]))
-    });
-    let t = part_hdr.replace_all(&t, |c: &regex::Captures| {
-        format!("request.parts.{}.headers.[{}]", &c[1], bare(&c[2]))
-    });
-    let t = ends.replace_all(&t, |c: &regex::Captures| match &c[3] {
-        "first" => format!("request.{}.{}.[0]", &c[1], &c[2]),
-        _ => format!("request.{}Last.{}", &c[1], &c[2]),
-    });
-    let t = path.replace_all(&t, |c: &regex::Captures| {
-        let seg = &c[1];
-        if seg.starts_with('[') {
-            format!("request.pathSegments.{seg}")
-        } else {
-            format!("request.pathParams.{seg}")
-        }
-    });
-    t.into_owned()
-}
-
 /// Fields by name: the first value (path parameters), every value (WireMock's
 /// list-or-single values) and the last value.
 fn field_values(fields: &[(String, String)], lower: bool) -> [Map<String, Value>; 3] {
@@ -505,30 +425,6 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map(|(_, v)| v.as_str())
-}
-
-/// WireMock's `request.clientIp`: the request's `X-Forwarded-For` header when it has
-/// a non-empty one (its first, whole, as WireMock takes it: every address a proxy
-/// chain added), else the address of the client decoy was connected to, as Jetty
-/// writes it (an IPv6 address in full and in brackets: `[0:0:0:0:0:0:0:1]`).
-pub(crate) fn client_ip(headers: &[(String, String)]) -> Option<String> {
-    match header(headers, "x-forwarded-for") {
-        Some(v) if !v.is_empty() => Some(v.to_owned()),
-        _ => decoy_plugin::request_info::client_ip().map(|ip| jetty_address(&ip)),
-    }
-}
-
-/// An address as Jetty's `getRemoteAddr` gives it: IPv4 as it is, IPv6 as Java's
-/// `getHostAddress` (eight groups of hex without leading zeros, nothing compressed)
-/// in brackets.
-fn jetty_address(ip: &str) -> String {
-    match ip.parse::<std::net::Ipv6Addr>() {
-        Ok(v6) => {
-            let groups: Vec<String> = v6.segments().iter().map(|g| format!("{g:x}")).collect();
-            format!("[{}]", groups.join(":"))
-        }
-        Err(_) => ip.to_owned(),
-    }
 }
 
 /// Whether WireMock reads a body of this content type as text: its mime type
@@ -612,22 +508,6 @@ fn parts_model(h: &types::HttpRequest) -> Value {
     Value::Object(out)
 }
 
-/// `request.scheme`, `request.host` and `request.port` from `request.baseUrl`, which
-/// leaves out the scheme's default port (`http://example.com` is port 80) and keeps
-/// an IPv6 host in brackets (`http://[::1]:8080`), as WireMock's does.
-pub(crate) fn base_url_parts(base_url: &str) -> (&str, &str, Option<u16>) {
-    let (scheme, rest) = base_url.split_once("://").unwrap_or(("http", base_url));
-    let default = match scheme {
-        "http" => Some(80),
-        "https" => Some(443),
-        _ => None,
-    };
-    match rest.rsplit_once(':') {
-        Some((host, port)) if !port.ends_with(']') => (scheme, host, port.parse::<u16>().ok()),
-        _ => (scheme, rest, default),
-    }
-}
-
 /// WireMock's `request` model; with `only`, just those fields (the others cost
 /// nothing to leave out: the headers map, the base64 body...).
 pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
@@ -681,7 +561,9 @@ pub fn request_model(req: &Request, only: Option<&[&str]>) -> Value {
                 )
             });
             put("parts", &|| parts_model(h));
-            put("clientIp", &|| json!(client_ip(&h.headers)));
+            put("clientIp", &|| {
+                json!(decoy_template::client_ip(&direct::View(req)))
+            });
             put("method", &|| json!(h.method));
             put("body", &|| json!(String::from_utf8_lossy(&h.body)));
             put("bodyAsBase64", &|| json!(b64(&h.body)));

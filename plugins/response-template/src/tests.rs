@@ -468,15 +468,31 @@ fn direct_rendering_gives_what_handlebars_gives() {
         let compiled = compile(template).unwrap();
         let direct =
             Direct::of(&compiled).unwrap_or_else(|| panic!("{template:?} should render directly"));
+        // What the host renders itself (no helper): the same, from the same fields.
+        let plain = decoy_template::Plain::of(&decoy_template::compile(template).unwrap());
+        assert_eq!(
+            plain.is_some(),
+            templates.contains(template),
+            "{template:?}: only helper-free templates are plain"
+        );
         for req in &requests {
             let model =
                 json!({"request": request_model(req, None), "parameters": {"greeting": "hi"}});
+            let expected = render(&compiled, &handlebars::Context::from(model)).map_err(|e| e.0);
             assert_eq!(
                 direct.render(req).map_err(|e| e.0),
-                render(&compiled, &handlebars::Context::from(model)).map_err(|e| e.0),
+                expected,
                 "{template:?} on {:?}",
                 req.0
             );
+            if let Some(plain) = &plain {
+                assert_eq!(
+                    Ok(plain.render(&direct::View(req))),
+                    expected,
+                    "{template:?} rendered plain on {:?}",
+                    req.0
+                );
+            }
         }
     }
     for template in [

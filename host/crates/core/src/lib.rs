@@ -28,6 +28,9 @@
 //!   states, admin-API stubs, the journal's fan-in.
 //! - [`plugins`]: the adapters between mappings and the WebAssembly plugin runtime
 //!   (custom matchers, the transformer chain and its failure rule).
+//! - [`templates`]: a stub's response templates compiled when it loads (one that
+//!   fails is a problem of its field), and plain ones rendered here with no plugin
+//!   call.
 //! - [`webhooks`]: WireMock's `webhook` serve-event listener: definitions, rendering
 //!   through `response-template`, and the [`WebhookSink`](webhooks::WebhookSink) the
 //!   transports hand served requests to; also decoy's `message` listener, which
@@ -37,7 +40,8 @@
 //!   naming a broker, and the sub-events a served request's listeners leave in the
 //!   journal.
 //!
-//! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`. Must not
+//! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`,
+//! `decoy-template`. Must not
 //! depend on: transports, the admin API, the binary; and names none of them: a
 //! transport registers its metrics under its own name and tells the loader which
 //! root files are its own.
@@ -56,4 +60,5 @@ pub mod serve;
 pub mod shared;
 pub mod store;
 pub mod stub_files;
+pub mod templates;
 pub mod webhooks;

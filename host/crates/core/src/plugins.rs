@@ -150,6 +150,9 @@ pub struct Transformers {
     /// The call context, built on the first call (these belong to one mapping);
     /// boxed, as most mappings have no transformer and all carry this field.
     context: std::sync::OnceLock<Box<CallCache>>,
+    /// The answer's templates, when the host renders them itself (see
+    /// [`crate::templates`]): set when the stub loads.
+    native: Option<Arc<crate::templates::NativeTemplates>>,
 }
 
 /// What the calls of one mapping's transformers share, built on the first call.
@@ -311,10 +314,44 @@ impl Transformers {
                 plugins: out,
                 parameters,
                 context: std::sync::OnceLock::new(),
+                native: None,
             })
         } else {
             Err(errors)
         }
+    }
+
+    /// Compiles the templates of the stub's answer (`headers` as served, `body`) when
+    /// `response-template` is among these transformers: one that does not compile is
+    /// an error of the field it is in (`response` is the stub's `response` object,
+    /// for the field names). When the bundled plugin is the only transformer and
+    /// every template is plain, they are kept to be rendered by the host (see
+    /// [`crate::templates`]). Each compilation is counted in the plugin's
+    /// `host_compiled`.
+    pub fn prepare_templates(
+        &mut self,
+        response: Option<&Value>,
+        headers: &Arc<[(HeaderName, HeaderValue)]>,
+        body: &Bytes,
+        plugins: Option<&Plugins>,
+    ) -> Result<(), Vec<FieldError>> {
+        let Some(plugin) = self
+            .plugins
+            .iter()
+            .find(|p| p.name == crate::templates::PLUGIN)
+        else {
+            return Ok(());
+        };
+        let prepared = crate::templates::prepare(response, headers, body)?;
+        plugin
+            .stats
+            .host_compiled
+            .fetch_add(prepared.compiled, std::sync::atomic::Ordering::Relaxed);
+        let bundled = plugins.is_some_and(|p| p.is_bundled(crate::templates::PLUGIN));
+        if self.plugins.len() == 1 && bundled {
+            self.native = prepared.native.map(Arc::new);
+        }
+        Ok(())
     }
 
     /// Runs the chain over `response`, in order, and checks what the last plugin
@@ -359,6 +396,12 @@ impl Transformers {
         path_parameters: Vec<(String, String)>,
         plan: &mut ResponsePlan,
     ) -> Result<(), PluginFailure> {
+        if let Some(native) = &self.native
+            && let [plugin] = self.plugins.as_slice()
+            && native.is_for(plan)
+        {
+            return native.render(plugin, req, &path_parameters, plan);
+        }
         let cache = self.cache(id, name);
         // A large body is not kept a second time for every mapping that has one.
         let stub = (plan.body.len() <= STUB_RECORD_MAX_BODY)
@@ -524,15 +567,7 @@ fn fill_http_request(
     r.body.clear();
     r.body.extend_from_slice(&req.body);
     r.base_url.clear();
-    match req.host_port() {
-        Some((host, port)) => {
-            decoy_spec::request::write_base_url(&mut r.base_url, req.scheme, &host, port)
-        }
-        None => {
-            r.base_url.push_str(req.scheme);
-            r.base_url.push_str("://localhost");
-        }
-    }
+    write_base_url(&mut r.base_url, req);
     set_fields(
         &mut r.path_parameters,
         path_parameters
@@ -546,6 +581,17 @@ fn fill_http_request(
             let _ = write!(ip, "{}", a.ip().to_canonical());
         }
         None => out.client_ip = None,
+    }
+}
+
+/// WireMock's `request.baseUrl` of `req`, written at the end of `out`.
+pub(crate) fn write_base_url(out: &mut String, req: &RequestSnapshot) {
+    match req.host_port() {
+        Some((host, port)) => decoy_spec::request::write_base_url(out, req.scheme, &host, port),
+        None => {
+            out.push_str(req.scheme);
+            out.push_str("://localhost");
+        }
     }
 }
 

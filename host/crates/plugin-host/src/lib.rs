@@ -249,6 +249,13 @@ pub struct PluginStats {
     pub retries: AtomicU64,
     /// Calls answered "still loading" (the plugin was compiling).
     pub loading: AtomicU64,
+    /// Work the host does for this plugin without calling it, counted by whoever does
+    /// it (decoy-core for the bundled `response-template`): templates compiled when
+    /// their stubs loaded...
+    pub host_compiled: AtomicU64,
+    /// ...and answers rendered by the host from them, with no call (not counted in
+    /// `calls`).
+    pub host_rendered: AtomicU64,
     /// The last failure's time and reason (written only when a call fails).
     pub last_error: Mutex<Option<(std::time::SystemTime, String)>>,
 }
@@ -352,6 +359,17 @@ impl Plugins {
                     .dir
                     .as_ref()
                     .is_some_and(|d| d.join(format!("{name}.wasm")).is_file()))
+    }
+
+    /// Whether `name` is a plugin bundled in this binary that no `<name>.wasm` in the
+    /// plugins directory replaces.
+    pub fn is_bundled(&self, name: &str) -> bool {
+        bundled().iter().any(|(n, _)| *n == name)
+            && !self
+                .inner
+                .dir
+                .as_ref()
+                .is_some_and(|d| d.join(format!("{name}.wasm")).is_file())
     }
 
     /// Sets what sees each compilation (see [`LoadObserver`]).

@@ -283,6 +283,13 @@ impl Mapping {
                     }
                 }
                 share_one_buffer(&mut served, &mut response.body);
+                let served: Arc<[(HeaderName, HeaderValue)]> = Arc::from(served);
+                response.transformers.prepare_templates(
+                    obj.field("response"),
+                    &served,
+                    &response.body,
+                    ctx.plugins.as_deref(),
+                )?;
 
                 if let Some(c) = request.custom_matcher() {
                     c.bind(&id, name.as_deref());
@@ -299,7 +306,7 @@ impl Mapping {
                         Some(t) => t.into(),
                         None => v.to_string().into_boxed_str(),
                     },
-                    served_headers: Arc::from(served),
+                    served_headers: served,
                     webhooks,
                 })
             }

@@ -1,0 +1,266 @@
+//! A stub's response templates, on the host's side of the `response-template`
+//! plugin.
+//!
+//! When a stub whose transformers include `response-template` (or every stub, with
+//! `--global-response-templating`) loads, each of its templates (the body, each
+//! header value with `{{` in it) is compiled here with the plugin's own compiler
+//! (`decoy_template::compile`), once, on the loading thread:
+//! - a template that does not compile is a problem of the stub, said with the file,
+//!   the stub, the field (`response.jsonBody`, `response.headers.Location`) and the
+//!   line and column, like a bad matcher; a request never meets it;
+//! - when every template of the answer is plain (text and request fields, see
+//!   `decoy_template::Plain`) and `response-template` is the stub's only transformer
+//!   (and the bundled one), the compiled templates are kept ([`NativeTemplates`],
+//!   shared by every serving thread) and rendered here on the request path: no wasm
+//!   call, nothing compiled per request or per instance, no deadline to meet. What
+//!   they render is what the plugin renders, byte for byte (the field meanings are
+//!   `decoy_template::Field`'s, which the plugin uses too, and a test compares both
+//!   ways on real requests).
+//!
+//! Every other template (a helper, a block, `parameters`) is the plugin's, in the
+//! sandbox: it compiles it on its first use in each instance (in pieces, in time
+//! linear in its size) and keeps it for that instance's later calls.
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+use decoy_plugin_host::{Plugin, PluginFailure};
+use decoy_spec::fields::{FieldError, Fields, join};
+use decoy_spec::plan::ResponsePlan;
+use decoy_spec::request::RequestSnapshot;
+use decoy_template::fields::{Message, RequestFields, first};
+use decoy_template::{Plain, compile};
+use http::{HeaderName, HeaderValue};
+use serde_json::Value;
+
+/// The name of the bundled templating plugin.
+pub const PLUGIN: &str = "response-template";
+
+/// A stub answer's templates, compiled when it loaded, rendered by the host.
+#[derive(Debug)]
+pub struct NativeTemplates {
+    body: Option<Plain>,
+    /// By position in the answer's headers.
+    headers: Vec<(usize, Plain)>,
+    /// The answer they were compiled from (a plan that is no longer it goes to the
+    /// plugin).
+    stub_headers: Arc<[(HeaderName, HeaderValue)]>,
+    stub_body: Bytes,
+}
+
+/// What loading a stub's templates gave.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// How many templates were compiled.
+    pub(crate) compiled: u64,
+    /// The templates, when the host can render them all.
+    pub(crate) native: Option<NativeTemplates>,
+}
+
+/// Compiles the templates of an answer: its body when it is UTF-8 text with `{{` in
+/// it, and each such header value (as the plugin sees them). `response` is the
+/// stub's `response` object, for the names of the fields in errors.
+pub(crate) fn prepare(
+    response: Option<&Value>,
+    headers: &Arc<[(HeaderName, HeaderValue)]>,
+    body: &Bytes,
+) -> Result<Prepared, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let mut compiled = 0;
+    let mut all_plain = true;
+    let mut body_template = None;
+    if let Some(text) = std::str::from_utf8(body).ok().filter(|b| b.contains("{{")) {
+        compiled += 1;
+        match compile(text) {
+            Ok(t) => {
+                body_template = Plain::of(&t);
+                all_plain &= body_template.is_some();
+            }
+            Err(e) => {
+                let (field, file) = body_field(response);
+                let message = match file {
+                    Some(f) => format!("in __files/{f}: {}", e.message),
+                    None => e.message,
+                };
+                errors.push(FieldError::new(field, message));
+            }
+        }
+    }
+    let mut header_templates = Vec::new();
+    for (i, (name, value)) in headers.iter().enumerate() {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        if !value.contains("{{") {
+            continue;
+        }
+        compiled += 1;
+        match compile(&value) {
+            Ok(t) => match Plain::of(&t) {
+                Some(p) => header_templates.push((i, p)),
+                None => all_plain = false,
+            },
+            Err(e) => errors.push(FieldError::new(
+                join("response.headers", &header_name(response, name)),
+                e.message,
+            )),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(Prepared {
+        compiled,
+        native: all_plain.then(|| NativeTemplates {
+            body: body_template,
+            headers: header_templates,
+            stub_headers: headers.clone(),
+            stub_body: body.clone(),
+        }),
+    })
+}
+
+/// Which field of `response` the body came from, and the body file's name.
+fn body_field(response: Option<&Value>) -> (String, Option<String>) {
+    let given = |k: &str| response.and_then(|r| r.field(k)).filter(|v| !v.is_null());
+    for key in ["body", "jsonBody", "base64Body", "bodyFileName"] {
+        if let Some(v) = given(key) {
+            let file = (key == "bodyFileName")
+                .then(|| v.as_str().map(str::to_owned))
+                .flatten();
+            return (join("response", key), file);
+        }
+    }
+    ("response.body".to_owned(), None)
+}
+
+/// A header's name as the stub spells it.
+fn header_name(response: Option<&Value>, name: &HeaderName) -> String {
+    response
+        .and_then(|r| r.field("headers"))
+        .and_then(Value::as_object)
+        .and_then(|h| h.keys().find(|k| k.eq_ignore_ascii_case(name.as_str())))
+        .cloned()
+        .unwrap_or_else(|| name.as_str().to_owned())
+}
+
+impl NativeTemplates {
+    /// Whether `plan` still holds the answer these were compiled from.
+    pub fn is_for(&self, plan: &ResponsePlan) -> bool {
+        let same_body = self.stub_body.as_ptr() == plan.body.as_ptr()
+            && self.stub_body.len() == plan.body.len();
+        (Arc::ptr_eq(&self.stub_headers, &plan.headers) || self.stub_headers == plan.headers)
+            && (same_body || self.stub_body == plan.body)
+    }
+
+    /// Renders the templates into `plan` for `req`, as `plugin` would. A header
+    /// value that is not a valid one fails as a plugin's answer with it fails.
+    pub fn render(
+        &self,
+        plugin: &Plugin,
+        req: &RequestSnapshot,
+        path_parameters: &[(String, String)],
+        plan: &mut ResponsePlan,
+    ) -> Result<(), PluginFailure> {
+        let view = SnapshotFields {
+            req,
+            path_parameters,
+            base_url: OnceCell::new(),
+        };
+        if let Some(t) = &self.body {
+            plan.body = Bytes::from(t.render(&view));
+        }
+        if !self.headers.is_empty() {
+            let mut headers = plan.headers.to_vec();
+            for (i, t) in &self.headers {
+                let value = t.render(&view);
+                let Some((name, slot)) = headers.get_mut(*i) else {
+                    continue;
+                };
+                *slot = HeaderValue::from_str(&value).map_err(|_| {
+                    let reason =
+                        format!("it returned an invalid value for header {name}: {value:?}");
+                    plugin.stats.failures.fetch_add(1, Relaxed);
+                    tracing::warn!(plugin = %plugin.name, "plugin call failed: {reason}");
+                    PluginFailure {
+                        plugin: plugin.name.clone(),
+                        reason,
+                        loading: false,
+                    }
+                })?;
+            }
+            plan.headers = Arc::from(headers);
+        }
+        plugin.stats.host_rendered.fetch_add(1, Relaxed);
+        Ok(())
+    }
+}
+
+/// A request snapshot as templates read it: the same text the plugin is given
+/// (`plugins::fill_http_request`), read in place.
+struct SnapshotFields<'a> {
+    req: &'a RequestSnapshot,
+    path_parameters: &'a [(String, String)],
+    base_url: OnceCell<String>,
+}
+
+impl RequestFields for SnapshotFields<'_> {
+    fn message(&self) -> Option<Message<'_>> {
+        None
+    }
+
+    fn method(&self) -> &str {
+        &self.req.method
+    }
+
+    fn url(&self) -> &str {
+        &self.req.url
+    }
+
+    fn path(&self) -> &str {
+        self.req.path()
+    }
+
+    fn body(&self) -> &[u8] {
+        &self.req.body
+    }
+
+    fn base_url(&self) -> &str {
+        self.base_url.get_or_init(|| {
+            let mut s = String::new();
+            crate::plugins::write_base_url(&mut s, self.req);
+            s
+        })
+    }
+
+    fn query(&self, name: &str) -> Option<&str> {
+        first(self.req.query(), name)
+    }
+
+    fn header(&self, lower: &str) -> Option<Cow<'_, str>> {
+        // Names are compared as written in lower case: a name with an upper-case
+        // letter matches none (the plugin compares them so).
+        if lower.bytes().any(|b| b.is_ascii_uppercase()) {
+            return None;
+        }
+        self.req
+            .headers
+            .get(lower)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()))
+    }
+
+    fn cookie(&self, name: &str) -> Option<&str> {
+        first(self.req.cookies(), name)
+    }
+
+    fn path_param(&self, name: &str) -> Option<&str> {
+        first(self.path_parameters, name)
+    }
+
+    fn peer_ip(&self) -> Option<Cow<'_, str>> {
+        self.req
+            .client_addr
+            .map(|a| Cow::Owned(a.ip().to_canonical().to_string()))
+    }
+}
