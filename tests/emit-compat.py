@@ -2,10 +2,12 @@
 """Messages decoy emits, received by a third-party consumer: PyPI `pika` on RabbitMQ.
 
 Starts decoy with a RabbitMQ connection, an HTTP stub whose `message` listener
-publishes an event templated from the request, and an MQ mapping that answers a
-request and publishes two events. Then, as the downstream consumers would, pika
-consumes: the event an HTTP POST emits (the answer checked first), the reply and
-both events of one request message, and a message sent through
+publishes an event templated from the request, one whose event carries what the
+stub answered (`originalResponse`) to a queue named from the request's path, one
+whose destination renders as no name, and an MQ mapping that answers a request and
+publishes two events. Then, as the downstream consumers would, pika consumes: the
+event an HTTP POST emits (the answer checked first), the event carrying the answer,
+the reply and both events of one request message, and a message sent through
 `POST /__admin/channels/send`. Every queue is this run's own, deleted at the end.
 Usage:
 
@@ -29,7 +31,7 @@ import pika
 DECOY = sys.argv[1]
 URL = sys.argv[2] if len(sys.argv) > 2 else "amqp://guest:guest@127.0.0.1:5672/%2f"
 RUN = uuid.uuid4().hex
-Q = {name: f"decoy-compat.{name}.{RUN}" for name in ("orders", "pay", "reply", "audit", "ledger", "sent")}
+Q = {name: f"decoy-compat.{name}.{RUN}" for name in ("orders", "pay", "reply", "audit", "ledger", "sent", "shop")}
 checks = 0
 
 
@@ -59,6 +61,23 @@ def write_root(root):
             "connection": "rabbit", "queue": Q["orders"],
             "body": "{\"event\": \"order.created\", \"id\": \"{{jsonPath originalRequest.body '$.id'}}\"}",
             "properties": {"event-type": "order.created"}}}],
+    }))
+    (root / "mappings" / "shop-orders.json").write_text(json.dumps({
+        "request": {"method": "POST", "urlPathPattern": "/shops/[^/]+/orders"},
+        "response": {"status": 201,
+                     "headers": {"Location": "/orders/ORD-{{jsonPath request.body '$.id'}}"},
+                     "body": "{\"orderId\": \"ORD-{{jsonPath request.body '$.id'}}\"}",
+                     "transformers": ["response-template"]},
+        "serveEventListeners": [{"name": "message", "parameters": {
+            "connection": "rabbit", "queue": "decoy-compat.shop.{{originalRequest.pathSegments.[1]}}",
+            "body": "{\"order\": \"{{jsonPath originalResponse.body '$.orderId'}}\", \"status\": {{originalResponse.status}}}",
+            "properties": {"location": "{{originalResponse.headers.Location}}"}}}],
+    }))
+    (root / "mappings" / "notify.json").write_text(json.dumps({
+        "request": {"urlPath": "/notify"},
+        "response": {"status": 202, "body": "queued"},
+        "serveEventListeners": [{"name": "message", "parameters": {
+            "connection": "rabbit", "queue": "{{originalRequest.query.to}}", "body": "x"}}],
     }))
     (root / "mq-mappings" / "pay.json").write_text(json.dumps({
         "mappingId": "pay",
@@ -123,6 +142,16 @@ def scenario(port, ch):
     check(json.loads(event) == {"event": "order.created", "id": "A-17"}, "pika receives the event templated from the request")
     check(props.headers.get("event-type") == "order.created", "with its properties as AMQP headers")
 
+    status, body = http(port, "POST", f"/shops/{RUN}/orders", {"id": "B-2"})
+    check(status == 201 and json.loads(body) == {"orderId": "ORD-B-2"}, "the templated HTTP answer")
+    props, event = next_message(ch, Q["shop"])
+    check(json.loads(event) == {"order": "ORD-B-2", "status": 201},
+          "pika receives the answer's body and status, on the queue the request's path named")
+    check(props.headers.get("location") == "/orders/ORD-B-2", "and its Location header as a property")
+
+    status, body = http(port, "GET", "/notify")
+    check((status, body) == (202, "queued"), "a destination that renders empty leaves the answer alone")
+
     ch.basic_publish("", Q["pay"], json.dumps({"payment": "P-9"}),
                      pika.BasicProperties(reply_to=Q["reply"], correlation_id="c-1"))
     props, reply = next_message(ch, Q["reply"])
@@ -142,7 +171,8 @@ def scenario(port, ch):
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/__admin/metrics", timeout=5) as r:
         metrics = r.read().decode()
-    check('decoy_published_messages_total{outcome="published"} 4' in metrics, "four messages counted as published")
+    check('decoy_published_messages_total{outcome="published"} 5' in metrics, "five messages counted as published")
+    check('decoy_published_messages_total{outcome="invalid"} 1' in metrics, "the one with no destination counted as invalid")
 
 
 def main():

@@ -11,9 +11,10 @@
 //! Bounded as a whole, so that no target and no client can exhaust decoy:
 //!
 //! - **Waiting.** At most [`MAX_PENDING`] webhooks and `--max-pending-webhook-bytes`
-//!   bytes (64 MiB by default: the request kept for rendering, then the rendered
-//!   request) wait at once, from the moment the request is served until the webhook
-//!   is answered or given up. Past either limit new webhooks are dropped.
+//!   bytes (64 MiB by default: the request kept for rendering, with the answer when
+//!   a template names `originalResponse`, then the rendered request) wait at once,
+//!   from the moment the request is served until the webhook is answered or given
+//!   up. Past either limit new webhooks are dropped.
 //! - **Per target** (scheme, host and port), at most half of everything: half of the
 //!   `--webhook-threadpool-size` sending slots (at least one), half of the pending
 //!   webhooks and half of their bytes. A target that accepts connections and never
@@ -263,7 +264,9 @@ impl WebhookSink for WebhookSender {
             });
             return;
         }
-        let bytes = request_bytes(&fired.request) + n * OVERHEAD;
+        let bytes = request_bytes(&fired.request)
+            + fired.answer.as_ref().map_or(0, |a| a.bytes())
+            + n * OVERHEAD;
         let held = match inner.hold(n, bytes) {
             Ok(h) => h,
             Err(full) => {
@@ -401,6 +404,7 @@ impl Inner {
             request,
             after,
             journal,
+            answer,
         } = fired;
         if let Some(after) = after {
             after.await;
@@ -414,7 +418,7 @@ impl Inner {
         }
         let counters = &self.metrics.webhooks;
         for hook in hooks.iter() {
-            let call = match hook.render(&mapping_id, &request) {
+            let call = match hook.render(&mapping_id, &request, answer.as_ref()) {
                 Ok(c) => c,
                 Err(reason) => {
                     self.leave(&mut held);

@@ -441,3 +441,158 @@ fn validate_fails_on_a_message_listener_naming_a_connection_that_is_not_configur
         "{text}"
     );
 }
+
+/// A `LongString` AMQP header as text.
+fn amqp_header(props: &lapin::BasicProperties, k: &str) -> String {
+    match props.headers().as_ref().and_then(|h| h.inner().get(k)) {
+        Some(lapin::types::AMQPValue::LongString(s)) => {
+            String::from_utf8_lossy(s.as_bytes()).into_owned()
+        }
+        other => panic!("header {k}: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_message_carries_what_the_stub_answered_to_a_queue_the_request_names() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_conn, ch) = channel().await;
+    // The shop's name in the path picks the queue: `events.<shop>`.
+    let shop = unique("shop").replace('.', "-");
+    let events_q = format!("events.{shop}");
+    declare(&ch, &[&events_q]).await;
+    let stub = json!({
+        "request": {"method": "POST", "urlPathPattern": "/shops/[^/]+/orders"},
+        "response": {"status": 201,
+            "headers": {"Location": "/orders/ORD-{{jsonPath request.body '$.id'}}"},
+            "body": "{\"orderId\": \"ORD-{{jsonPath request.body '$.id'}}\"}",
+            "transformers": ["response-template"]},
+        "serveEventListeners": [
+            {"name": "message", "parameters": {"connection": "rabbit",
+                "queue": "events.{{originalRequest.pathSegments.[1]}}",
+                "body": "{\"order\": \"{{jsonPath originalResponse.body '$.orderId'}}\", \"status\": {{originalResponse.status}}}",
+                "properties": {"location": "{{originalResponse.headers.Location}}"}}}
+        ]
+    });
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connections(crate::common::free_port()),
+        ),
+        ("mappings/orders.json", &stub.to_string()),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let answer = crate::common::send(
+        server.http_addr,
+        "POST",
+        &format!("/shops/{shop}/orders"),
+        &[("content-type", "application/json")],
+        r#"{"id": "A-17"}"#,
+    )
+    .await;
+    assert_eq!(answer.status, 201);
+    assert_eq!(answer.body, r#"{"orderId": "ORD-A-17"}"#);
+
+    let (body, props) = get(&ch, &events_q, WAIT)
+        .await
+        .expect("the event on the queue the path named");
+    assert_eq!(body, r#"{"order": "ORD-A-17", "status": 201}"#);
+    assert_eq!(amqp_header(&props, "location"), "/orders/ORD-A-17");
+    let subs = sub_events(server.http_addr, 1).await;
+    assert_eq!(subs[0]["type"], "MESSAGE_PUBLISHED", "{subs:?}");
+    assert_eq!(subs[0]["data"]["destination"], events_q.as_str());
+    assert_eq!(published(server.http_addr, "published").await, 1);
+
+    server.shutdown().await;
+    drop_queues(&ch, &[events_q]).await;
+}
+
+#[tokio::test]
+async fn a_destination_that_renders_as_no_name_is_counted_and_logged_and_the_answer_stands() {
+    let stub = json!({
+        "request": {"urlPath": "/notify"},
+        "response": {"status": 202, "body": "queued"},
+        "serveEventListeners": [
+            {"name": "message", "parameters": {"connection": "rabbit",
+                "queue": "{{originalRequest.query.to}}", "body": "x"}}
+        ]
+    });
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connections(crate::common::free_port()),
+        ),
+        ("mappings/notify.json", &stub.to_string()),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let addr = server.http_addr;
+    for (path, why) in [
+        ("/notify", "rendered empty"),
+        ("/notify?to=orders.%2A", "'*'"),
+        ("/notify?to=a%20b", "' '"),
+    ] {
+        let answer = crate::common::get(addr, path).await;
+        assert_eq!((answer.status, answer.body.as_str()), (202, "queued"));
+        let subs = sub_events(addr, 1).await;
+        assert_eq!(subs[0]["type"], "MESSAGE_NOT_PUBLISHED", "{path}: {subs:?}");
+        assert_eq!(
+            subs[0]["data"]["destination"],
+            "{{originalRequest.query.to}}"
+        );
+        let reason = subs[0]["data"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("queue") && reason.contains(why),
+            "{path}: {reason}"
+        );
+    }
+    assert_eq!(published(addr, "invalid").await, 3);
+    assert_eq!(published(addr, "published").await, 0);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_mq_mappings_events_carry_its_reply_to_a_queue_the_request_names() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_conn, ch) = channel().await;
+    let shop = unique("shop").replace('.', "-");
+    let [req_q, reply_q] = [unique("pay-req"), unique("pay-reply")];
+    let audit_q = format!("audit.{shop}");
+    declare(&ch, &[&req_q, &reply_q, &audit_q]).await;
+    let mapping = json!({
+        "connectionId": "rabbit",
+        "request": {"destination": {"name": req_q, "type": "QUEUE"}},
+        "response": {"text": "{\"paid\": true}", "properties": {"kind": "receipt"}},
+        "serveEventListeners": [
+            {"name": "message", "parameters": {"connection": "rabbit",
+                "queue": "audit.{{jsonPath originalRequest.body '$.shop'}}",
+                "body": "paid {{jsonPath originalRequest.body '$.payment'}}: {{{originalResponse.body}}}",
+                "properties": {"reply-kind": "{{originalResponse.headers.kind}}"}}}
+        ]
+    });
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connections(crate::common::free_port()),
+        ),
+        ("mq-mappings/pay.json", &mapping.to_string()),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    publish(
+        &ch,
+        &req_q,
+        &format!(r#"{{"payment": "P-9", "shop": "{shop}"}}"#),
+        lapin::BasicProperties::default()
+            .with_reply_to(reply_q.clone().into())
+            .with_correlation_id("c-1".into()),
+    )
+    .await;
+    let (reply, _) = get(&ch, &reply_q, WAIT).await.expect("the reply");
+    assert_eq!(reply, r#"{"paid": true}"#);
+    let (audit, props) = get(&ch, &audit_q, WAIT).await.expect("the audit event");
+    assert_eq!(audit, r#"paid P-9: {"paid": true}"#);
+    assert_eq!(amqp_header(&props, "reply-kind"), "receipt");
+    server.shutdown().await;
+    drop_queues(&ch, &[req_q, reply_q, audit_q]).await;
+}

@@ -87,6 +87,7 @@ impl<W: WebhookSink> Outcomes<W> {
             request: request(),
             after: None,
             journal: None,
+            answer: None,
         })
     }
 
@@ -333,6 +334,17 @@ impl<W: WebhookSink, R: Recording> Serve<W, R> {
                 || crate::plugins::http_request_for(&req, m.request.path_parameters(&req)),
             )
         });
+        // The answer, for listeners whose templates name `originalResponse` (it
+        // shares the plan's buffers).
+        if let Some(fired) = &mut webhooks
+            && crate::webhooks::wants_answer(&fired.hooks)
+        {
+            fired.answer = Some(crate::webhooks::Answer::http(
+                plan.status,
+                plan.headers.clone(),
+                plan.body.clone(),
+            ));
+        }
         let process_time = at.read_at.elapsed();
         let now = SystemTime::now();
         self.outcomes.answered(stats.as_deref(), process_time, now);

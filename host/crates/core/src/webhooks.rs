@@ -5,7 +5,10 @@
 //! 3.13 reads them (`serveEventListeners`, and the older `postServeActions` in both its
 //! list and its map form), and rendering one for a served request through the
 //! `response-template` plugin (WireMock always templates webhooks, with the request
-//! as `originalRequest` and the webhook's own parameters as `parameters`). Sending is
+//! as `originalRequest` and the webhook's own parameters as `parameters`). The answer
+//! the request got is there too, as `originalResponse` (`status`, `headers`, `body`:
+//! the name WireMock's open proposal for it uses; WireMock 3.13 renders it empty),
+//! so a listener can pass on what the stub answered (an id it generated). Sending is
 //! behind [`WebhookSink`]: the `decoy` crate implements it with its pooled HTTP
 //! client, and transports hand it what they served through the serve step
 //! ([`crate::serve::Outcomes::hand_off`]) once their answer is out (a response
@@ -54,8 +57,12 @@ pub struct Webhook {
     /// Why it can never be sent, when that is known from the definition alone.
     pub broken: Option<String>,
     /// A `message` listener: where it publishes (its `headers` are the message's
-    /// properties, its body the message's).
+    /// properties, its body the message's). Its `destination` is a template when
+    /// `destination_templated`.
     pub message: Option<MessageTarget>,
+    destination_templated: bool,
+    /// Some template names `originalResponse`: the answer is kept for it.
+    uses_answer: bool,
     /// The listener's `parameters` as JSON, the model's `parameters`.
     parameters: Arc<str>,
     /// `response-template`, when some field is a template.
@@ -101,7 +108,111 @@ pub struct Fired {
     pub after: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// Where the journal entry of the request keeps what became of its listeners.
     pub journal: Option<Arc<SubEvents>>,
+    /// The answer the request got, for templates that name `originalResponse`; set
+    /// by the transport only when [`wants_answer`] says some hook uses it.
+    pub answer: Option<Answer>,
 }
+
+/// The answer a served request got, as listeners' templates see it
+/// (`originalResponse`). Shares the answer's buffers: keeping it copies no body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The HTTP status; `None` for an MQ reply.
+    pub status: Option<u16>,
+    pub headers: AnswerHeaders,
+    pub body: Bytes,
+}
+
+/// An answer's headers: an HTTP response's, or an MQ reply's properties.
+#[derive(Debug, Clone)]
+pub enum AnswerHeaders {
+    Http(Arc<[(http::HeaderName, http::HeaderValue)]>),
+    Properties(Vec<(String, String)>),
+}
+
+impl Answer {
+    /// An HTTP response's status, headers and body.
+    pub fn http(
+        status: u16,
+        headers: Arc<[(http::HeaderName, http::HeaderValue)]>,
+        body: Bytes,
+    ) -> Answer {
+        Answer {
+            status: Some(status),
+            headers: AnswerHeaders::Http(headers),
+            body,
+        }
+    }
+
+    /// An MQ reply's body and properties.
+    pub fn reply(body: Bytes, properties: Vec<(String, String)>) -> Answer {
+        Answer {
+            status: None,
+            headers: AnswerHeaders::Properties(properties),
+            body,
+        }
+    }
+
+    /// What it holds beyond its shared buffers, and the body (for the webhooks'
+    /// byte budget).
+    pub fn bytes(&self) -> usize {
+        let headers: usize = match &self.headers {
+            AnswerHeaders::Http(h) => h.iter().map(|(k, v)| k.as_str().len() + v.len()).sum(),
+            AnswerHeaders::Properties(p) => p.iter().map(|(k, v)| k.len() + v.len()).sum(),
+        };
+        headers + self.body.len()
+    }
+
+    /// `originalResponse` in the template model: `status` (HTTP), `headers` by lower
+    /// case name, each a list of its values (as `request.headers`), `body` as text.
+    fn model(&self) -> Value {
+        let mut headers: Map<String, Value> = Map::new();
+        let mut add = |name: String, value: String| {
+            if let Value::Array(values) = headers
+                .entry(name)
+                .or_insert_with(|| Value::Array(Vec::new()))
+            {
+                values.push(Value::String(value));
+            }
+        };
+        match &self.headers {
+            AnswerHeaders::Http(h) => {
+                for (k, v) in h.iter() {
+                    add(
+                        k.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    );
+                }
+            }
+            AnswerHeaders::Properties(p) => {
+                for (k, v) in p {
+                    add(k.to_ascii_lowercase(), v.clone());
+                }
+            }
+        }
+        let mut m = Map::new();
+        if let Some(s) = self.status {
+            m.insert("status".into(), Value::from(s));
+        }
+        m.insert("headers".into(), Value::Object(headers));
+        m.insert(
+            "body".into(),
+            Value::String(String::from_utf8_lossy(&self.body).into_owned()),
+        );
+        Value::Object(m)
+    }
+}
+
+/// Whether some hook of `hooks` names `originalResponse` (so the transport keeps the
+/// answer for it).
+pub fn wants_answer(hooks: &[Webhook]) -> bool {
+    hooks.iter().any(|h| h.uses_answer)
+}
+
+/// Where a listener's template finds the answer: a key of the model's `parameters`
+/// that [`webhook_template`] points `originalResponse` to (the templating plugin's
+/// model has `request` and `parameters` only).
+const ANSWER_KEY: &str = "originalResponse";
 
 impl fmt::Debug for Fired {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -397,6 +508,11 @@ fn webhook_from(
         || url.contains("{{")
         || headers.iter().any(|(_, v)| v.contains("{{"))
         || matches!(&body, Some(WebhookBody::Text(t)) if t.contains("{{"));
+    let uses_answer = templated
+        && (names_answer(&method)
+            || names_answer(&url)
+            || headers.iter().any(|(_, v)| names_answer(v))
+            || matches!(&body, Some(WebhookBody::Text(t)) if names_answer(t)));
     let mut templater = None;
     if templated && broken.is_empty() {
         match plugins.map(|p| p.get(TEMPLATER)) {
@@ -432,10 +548,59 @@ fn webhook_from(
         delay,
         broken,
         message: None,
+        destination_templated: false,
+        uses_answer,
         parameters: Arc::from(Value::Object(p.clone()).to_string()),
         templater,
         context: OnceLock::new(),
     })
+}
+
+/// The longest destination name (MQTT's limit; the other brokers refuse a longer
+/// name of theirs when it is published to).
+pub const MAX_DESTINATION: usize = 65_535;
+
+/// Whether a template names the answer.
+fn names_answer(text: &str) -> bool {
+    text.contains("{{") && text.contains(ANSWER_KEY)
+}
+
+/// Checks a destination a template rendered: a client's request can put anything in
+/// it, so what no broker takes as a name to publish to is refused here, before it
+/// reaches a connection (where MQTT and NATS would drop the connection over it).
+pub fn check_destination(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("rendered empty".into());
+    }
+    if name.len() > MAX_DESTINATION {
+        return Err(format!(
+            "rendered {} bytes long, longer than {MAX_DESTINATION}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '*' | '>' | '+' | '#'))
+    {
+        return Err(format!(
+            "rendered as {:?}, which has {c:?}: a rendered destination may not hold whitespace, control characters or the wildcards * > + #",
+            show_excerpt(name)
+        ));
+    }
+    Ok(())
+}
+
+/// The start of a long value, for messages.
+fn show_excerpt(text: &str) -> String {
+    const MAX: usize = 200;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 /// The fields of a `message` listener's parameters.
@@ -528,14 +693,17 @@ fn message_from(
         Value::String(d) if d.trim().is_empty() => {
             return Err(FieldError::new(join(at, key), "empty"));
         }
-        Value::String(d) if d.contains("{{") => {
+        Value::String(d) if d.contains("{{") && !d.contains("}}") => {
             return Err(FieldError::new(
                 join(at, key),
-                "destinations are not templated: write the name itself",
+                "an unclosed template (\"{{\" without \"}}\")",
             ));
         }
-        Value::String(d) if d.len() > 65_535 => {
-            return Err(FieldError::new(join(at, key), "longer than 65,535 bytes"));
+        Value::String(d) if d.len() > MAX_DESTINATION => {
+            return Err(FieldError::new(
+                join(at, key),
+                format!("longer than {MAX_DESTINATION} bytes"),
+            ));
         }
         Value::String(d) => d.clone(),
         other => {
@@ -604,8 +772,14 @@ fn message_from(
             ));
         }
     };
-    let templated = properties.iter().any(|(_, v)| v.contains("{{"))
+    let destination_templated = destination.contains("{{");
+    let templated = destination_templated
+        || properties.iter().any(|(_, v)| v.contains("{{"))
         || matches!(&body, Some(WebhookBody::Text(t)) if t.contains("{{"));
+    let uses_answer = templated
+        && (names_answer(&destination)
+            || properties.iter().any(|(_, v)| names_answer(v))
+            || matches!(&body, Some(WebhookBody::Text(t)) if names_answer(t)));
     let mut broken = None;
     let mut templater = None;
     if templated {
@@ -635,6 +809,8 @@ fn message_from(
             destination,
             topic: key == "topic",
         }),
+        destination_templated,
+        uses_answer,
         parameters: Arc::from(Value::Object(p.clone()).to_string()),
         templater,
         context: OnceLock::new(),
@@ -661,26 +837,38 @@ impl Webhook {
         self.templater.as_ref().is_some_and(|p| p.is_loading())
     }
 
-    /// Renders the webhook for `request`, answered by mapping `mapping_id`. The error
-    /// says why nothing can be sent (a broken definition, a template that failed).
-    pub fn render(&self, mapping_id: &str, request: &PluginRequest) -> Result<WebhookCall, String> {
+    /// Renders the webhook for `request`, answered by mapping `mapping_id` with
+    /// `answer` (when the transport kept it). The error says why nothing can be sent
+    /// (a broken definition, a template that failed, a destination that rendered as
+    /// no name a broker takes).
+    pub fn render(
+        &self,
+        mapping_id: &str,
+        request: &PluginRequest,
+        answer: Option<&Answer>,
+    ) -> Result<WebhookCall, String> {
         if let Some(b) = &self.broken {
             return Err(b.clone());
         }
         let mut method = self.method.clone();
         let mut url = self.url.clone();
         let mut headers = self.headers.clone();
+        let mut message = self.message.clone();
         let mut text_body = match &self.body {
             Some(WebhookBody::Text(t)) => Some(t.clone()),
             _ => None,
         };
         if let Some(plugin) = &self.templater {
-            // One call renders every field: the method, the URL and the header values
-            // go in as headers of a response, the body as its body.
-            let mut fields = vec![
-                ("method".to_owned(), webhook_template(&method)),
-                ("url".to_owned(), webhook_template(&url)),
-            ];
+            // One call renders every field: the method and the URL (a message: its
+            // destination) and the header values go in as headers of a response, the
+            // body as its body.
+            let mut fields = match &message {
+                Some(m) => vec![("destination".to_owned(), webhook_template(&m.destination))],
+                None => vec![
+                    ("method".to_owned(), webhook_template(&method)),
+                    ("url".to_owned(), webhook_template(&url)),
+                ],
+            };
             fields.extend(
                 headers
                     .iter()
@@ -701,6 +889,18 @@ impl Webhook {
                 mapping_name: None,
                 parameters: self.parameters.to_string(),
             });
+            // The answer goes in as a key of `parameters`, for this call only.
+            let with_answer;
+            let context = match answer.filter(|_| self.uses_answer) {
+                Some(a) => {
+                    with_answer = wit::CallContext {
+                        parameters: with_key(&self.parameters, ANSWER_KEY, &a.model()),
+                        ..context.clone()
+                    };
+                    &with_answer
+                }
+                None => context,
+            };
             let rendered = plugin
                 .transform(context, request, &response)
                 .map_err(|f| format!("template failed: {}", f.reason))?;
@@ -708,14 +908,27 @@ impl Webhook {
                 return Err("the templating plugin returned an MQ reply".into());
             };
             let mut values = r.headers.into_iter().map(|(_, v)| v);
-            method = values.next().unwrap_or_default();
-            url = values.next().unwrap_or_default();
+            match &mut message {
+                Some(m) => m.destination = values.next().unwrap_or_default(),
+                None => {
+                    method = values.next().unwrap_or_default();
+                    url = values.next().unwrap_or_default();
+                }
+            }
             for (h, v) in headers.iter_mut().zip(values) {
                 h.1 = v;
             }
             if text_body.is_some() {
                 text_body = Some(String::from_utf8_lossy(&r.body).into_owned());
             }
+        }
+        if let Some(m) = &message
+            && self.destination_templated
+        {
+            check_destination(&m.destination).map_err(|e| {
+                let kind = if m.topic { "topic" } else { "queue" };
+                format!("its {kind} {e}")
+            })?;
         }
         let body = if self.message.is_some() || matches!(method.as_str(), "POST" | "PUT" | "PATCH")
         {
@@ -732,8 +945,25 @@ impl Webhook {
             url,
             headers,
             body,
-            message: self.message.clone(),
+            message,
         })
+    }
+}
+
+/// `json` (an object's text) with `key` set to `value` (after the others, so it wins
+/// over a key of that name already there).
+fn with_key(json: &str, key: &str, value: &Value) -> String {
+    let inner = json
+        .trim()
+        .strip_prefix('{')
+        .and_then(|j| j.strip_suffix('}'))
+        .unwrap_or("")
+        .trim();
+    let key = Value::String(key.to_owned());
+    if inner.is_empty() {
+        format!("{{{key}:{value}}}")
+    } else {
+        format!("{{{inner},{key}:{value}}}")
     }
 }
 
@@ -741,6 +971,10 @@ impl Webhook {
 /// the request `originalRequest` in a webhook and has no `request` there, so inside
 /// each `{{...}}` (outside its quoted strings) `originalRequest` becomes `request`
 /// and a `request` of its own becomes a name that renders empty, as in WireMock.
+/// `originalResponse` becomes `parameters.originalResponse`, where [`Webhook::render`]
+/// puts the answer, and a header name after `originalResponse.headers.` is written
+/// in lower case in brackets, as the model keeps them (`Content-Type` →
+/// `[content-type]`).
 pub fn webhook_template(text: &str) -> String {
     if !text.contains("{{") {
         return text.to_owned();
@@ -773,6 +1007,10 @@ fn rename_request(expr: &str) -> String {
         let head = !matches!(prev, Some('.' | '/' | '@'));
         match word.as_str() {
             "originalRequest" if head => out.push_str("request"),
+            ANSWER_KEY if head => {
+                out.push_str("parameters.");
+                out.push_str(ANSWER_KEY);
+            }
             "request" if head => out.push_str("noRequestInWebhooks"),
             w => out.push_str(w),
         }
@@ -800,6 +1038,39 @@ fn rename_request(expr: &str) -> String {
         prev = Some(c);
     }
     flush(&mut word, &mut out, before_word);
+    answer_header_names(&out)
+}
+
+/// `parameters.originalResponse.headers.Content-Type` (or `.[Content-Type]`) →
+/// `parameters.originalResponse.headers.[content-type]`: the answer's header names
+/// are kept in lower case, and `-` is not a path character of Handlebars.
+fn answer_header_names(expr: &str) -> String {
+    const PATH: &str = "parameters.originalResponse.headers.";
+    let mut out = String::with_capacity(expr.len() + 2);
+    let mut rest = expr;
+    while let Some(i) = rest.find(PATH) {
+        out.push_str(&rest[..i + PATH.len()]);
+        let after = &rest[i + PATH.len()..];
+        let (name, next) = match after.strip_prefix('[') {
+            Some(inner) => match inner.find(']') {
+                Some(end) => (&inner[..end], &inner[end + 1..]),
+                None => ("", after),
+            },
+            None => {
+                let n = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                    .unwrap_or(after.len());
+                (&after[..n], &after[n..])
+            }
+        };
+        if !name.is_empty() {
+            out.push('[');
+            out.push_str(&name.to_ascii_lowercase());
+            out.push(']');
+        }
+        rest = next;
+    }
+    out.push_str(rest);
     out
 }
 
@@ -854,6 +1125,82 @@ mod tests {
     }
 
     #[test]
+    fn original_response_is_a_key_of_parameters_and_its_header_names_are_lower_case() {
+        assert_eq!(
+            webhook_template(
+                "{{originalResponse.status}} {{jsonPath originalResponse.body '$.id'}} {{originalResponse.headers.Content-Type}}"
+            ),
+            "{{parameters.originalResponse.status}} {{jsonPath parameters.originalResponse.body '$.id'}} {{parameters.originalResponse.headers.[content-type]}}"
+        );
+        assert_eq!(
+            webhook_template("{{originalResponse.headers.[X-Id]}}|{{x.originalResponse}}"),
+            "{{parameters.originalResponse.headers.[x-id]}}|{{x.originalResponse}}"
+        );
+        assert_eq!(
+            with_key(r#"{"a":1}"#, "originalResponse", &json!({"status": 201})),
+            r#"{"a":1,"originalResponse":{"status":201}}"#
+        );
+        assert_eq!(
+            with_key("{}", "originalResponse", &json!(null)),
+            r#"{"originalResponse":null}"#
+        );
+        let answer = Answer::http(
+            201,
+            Arc::from(vec![
+                (
+                    http::HeaderName::from_static("x-id"),
+                    http::HeaderValue::from_static("7"),
+                ),
+                (
+                    http::HeaderName::from_static("x-id"),
+                    http::HeaderValue::from_static("8"),
+                ),
+            ]),
+            Bytes::from_static(b"{\"id\":7}"),
+        );
+        assert_eq!(
+            answer.model(),
+            json!({"status": 201, "headers": {"x-id": ["7", "8"]}, "body": "{\"id\":7}"})
+        );
+        let reply = Answer::reply(Bytes::from_static(b"ok"), vec![("Kind".into(), "a".into())]);
+        assert_eq!(
+            reply.model(),
+            json!({"headers": {"kind": ["a"]}, "body": "ok"})
+        );
+    }
+
+    #[test]
+    fn a_rendered_destination_must_be_a_name_a_broker_takes() {
+        assert!(check_destination("orders.eu-1").is_ok());
+        assert!(check_destination("decoy/test/orders").is_ok());
+        for bad in ["", "  ", "orders.*", "a b", "t/#", "t/+/x", "x>", "a\nb"] {
+            let e = check_destination(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad:?}");
+        }
+        assert!(
+            check_destination(&"x".repeat(MAX_DESTINATION + 1))
+                .unwrap_err()
+                .contains("longer")
+        );
+    }
+
+    #[test]
+    fn a_templated_destination_is_read_and_its_listener_keeps_the_answer_only_when_named() {
+        let (r, w) = parse_one(json!({"serveEventListeners": [
+            {"name": "message", "parameters": {"connection": "c",
+                "queue": "orders.{{originalRequest.pathSegments.[1]}}"}},
+            {"name": "message", "parameters": {"connection": "c", "queue": "q",
+                "body": "{{jsonPath originalResponse.body '$.id'}}"}},
+            {"name": "webhook", "parameters": {"url": "http://h/{{originalResponse.status}}"}}]}));
+        assert!(w.is_empty(), "{w:?}");
+        let hooks = r.unwrap().unwrap();
+        assert!(hooks[0].destination_templated && !hooks[0].uses_answer);
+        assert!(hooks[1].uses_answer && !hooks[1].destination_templated);
+        assert!(hooks[2].uses_answer);
+        assert!(wants_answer(&hooks[1..2]) && !wants_answer(&hooks[..1]));
+    }
+
+    #[test]
     fn a_full_webhook_is_read_and_rendered_without_templates_as_written() {
         let (r, warnings) = parse_one(
             json!({"serveEventListeners": [{"name": "webhook", "parameters": {
@@ -867,7 +1214,7 @@ mod tests {
             hooks[0].delay,
             Some(DelayDistribution::Uniform { lower: 1, upper: 2 })
         );
-        let call = hooks[0].render("m", &request()).unwrap();
+        let call = hooks[0].render("m", &request(), None).unwrap();
         assert_eq!(call.method, "POST");
         assert_eq!(call.url, "http://127.0.0.1:9/cb");
         assert_eq!(
@@ -887,9 +1234,9 @@ mod tests {
             {"name": "webhook", "parameters": {"url": "http://h/a", "body": "x"}},
             {"name": "webhook", "parameters": {"url": "http://h/b", "method": "PUT", "base64Body": "aGk="}}]}));
         let hooks = r.unwrap().unwrap();
-        let get = hooks[0].render("m", &request()).unwrap();
+        let get = hooks[0].render("m", &request(), None).unwrap();
         assert_eq!((get.method.as_str(), get.body), ("GET", None));
-        let put = hooks[1].render("m", &request()).unwrap();
+        let put = hooks[1].render("m", &request(), None).unwrap();
         assert_eq!(put.body.as_deref(), Some(&b"hi"[..]));
     }
 
@@ -930,7 +1277,7 @@ mod tests {
         assert!(w[0].reason.contains("never sent"), "{}", w[0].reason);
         assert!(
             hooks[0]
-                .render("m", &request())
+                .render("m", &request(), None)
                 .unwrap_err()
                 .contains("url")
         );
@@ -953,7 +1300,7 @@ mod tests {
             {"name": "message", "parameters": {"connection": "mqtt", "topic": "t/1", "base64Body": "aGk="}}]}));
         assert!(w.is_empty(), "{w:?}");
         let hooks = r.unwrap().unwrap();
-        let call = hooks[0].render("m", &request()).unwrap();
+        let call = hooks[0].render("m", &request(), None).unwrap();
         let target = call.message.unwrap();
         assert_eq!(
             (
@@ -971,7 +1318,7 @@ mod tests {
                 ("n".to_owned(), "2".to_owned())
             ]
         );
-        let call = hooks[1].render("m", &request()).unwrap();
+        let call = hooks[1].render("m", &request(), None).unwrap();
         assert!(call.message.unwrap().topic);
         assert_eq!(call.body.as_deref(), Some(&b"hi"[..]));
     }
@@ -996,7 +1343,7 @@ mod tests {
                 "serveEventListeners[0].parameters.queue",
             ),
             (
-                json!({"connection": "c", "queue": "{{x}}"}),
+                json!({"connection": "c", "queue": "orders.{{x"}),
                 "serveEventListeners[0].parameters.queue",
             ),
             (

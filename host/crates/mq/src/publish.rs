@@ -121,6 +121,9 @@ impl MessagePublisher for Publishers {
                 body: out.body,
                 properties: out.properties,
                 format: Some("MQSTR".into()),
+                // IBM MQ: an event, not a reply to anything (MQMT_DATAGRAM); the
+                // other brokers carry no message type of decoy's.
+                message_type: Some("datagram".into()),
                 persistent: true,
                 // MQTT: at least once, as the runtime's replies.
                 qos: Some(1),

@@ -836,7 +836,16 @@ fn decide(q: &QueueService, message: &Message) -> Decision {
             || mapping.label(),
             || plugin_request(mapping, message),
         )
-        .map(Box::new);
+        .map(|mut fired| {
+            // The reply, for listeners whose templates name `originalResponse`.
+            if decoy_core::webhooks::wants_answer(&fired.hooks) {
+                fired.answer = Some(decoy_core::webhooks::Answer::reply(
+                    reply.body.clone(),
+                    reply.properties.clone(),
+                ));
+            }
+            Box::new(fired)
+        });
     Decision::Reply {
         reply,
         to,
@@ -1172,7 +1181,9 @@ mod tests {
     impl WebhookSink for Kept {
         fn fire(&self, fired: Fired) {
             for hook in fired.hooks.iter() {
-                let call = hook.render(&fired.mapping_id, &fired.request).unwrap();
+                let call = hook
+                    .render(&fired.mapping_id, &fired.request, fired.answer.as_ref())
+                    .unwrap();
                 self.0.lock().unwrap().push((fired.mapping.clone(), call));
             }
         }

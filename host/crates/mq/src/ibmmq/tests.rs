@@ -858,6 +858,13 @@ async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played
     }
     let ignored = request(9, "IGNORE me", "APP.REPLY");
     lock(&fake).queue("APP.REQUEST").push_back(ignored);
+    // A reply for no request decoy forwarded: dropped once, not delivered again.
+    let mut stray: mq::MQMD = *mqi::types::FORMAT_NONE.into_mqmd();
+    stray.MsgType = 2;
+    stray.CorrelId = [0x55; 24];
+    lock(&fake)
+        .queue("BACKEND.OUT")
+        .push_back((stray, b"stray reply".to_vec()));
     until(&fake, "both replies", |f| {
         f.queues.get("APP.REPLY").is_some_and(|q| q.len() == 2)
     })
@@ -889,6 +896,18 @@ async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played
     echo.abort();
     assert_eq!(summary.recorded, 2, "{summary:?}");
     assert_eq!(summary.timed_out, 1, "{summary:?}");
+    assert_eq!(summary.unpaired, 1, "{summary:?}");
+    assert!(
+        summary
+            .notes
+            .iter()
+            .any(|n| n.contains("stray reply") && n.contains("pairs with no request")),
+        "{summary:?}"
+    );
+    assert!(
+        lock(&fake).queue("BACKEND.OUT").is_empty(),
+        "the stray reply is off the reply queue"
+    );
     assert!(
         lock(&fake).queue("APP.REPLY").is_empty(),
         "nothing for the ignored one"
@@ -915,4 +934,184 @@ async fn an_ibm_mq_back_end_is_recorded_through_its_fixed_reply_queue_and_played
             "MSGID_TO_CORRELID, as recorded"
         );
     }
+}
+
+/// Publishing on IBM MQ connections the way stubs' `message` listeners and
+/// `POST /__admin/channels/send` do (through [`crate::publish::Publishers`]), over the
+/// fake queue manager.
+fn publishers(fake: &Shared) -> crate::publish::Publishers {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mq-connections.json"),
+        json!([connection()]).to_string(),
+    )
+    .unwrap();
+    let load = config::load(dir.path());
+    let publishers = crate::publish::Publishers::default();
+    let fake = fake.clone();
+    publishers.replace(&load.connections, move |c| {
+        let config::ConnectionKind::IbmMq(c) = c.kind.clone() else {
+            panic!("not an IBM MQ connection")
+        };
+        Ok(Arc::new(IbmMqBroker::new(mock_mqi(&fake), c)) as Arc<dyn Broker>)
+    });
+    publishers
+}
+
+fn outgoing(destination: &str, topic: bool, body: &str) -> decoy_core::publish::OutgoingMessage {
+    decoy_core::publish::OutgoingMessage {
+        target: decoy_core::publish::MessageTarget {
+            connection: "qm1".into(),
+            destination: destination.into(),
+            topic,
+        },
+        body: bytes::Bytes::from(body.to_owned()),
+        properties: vec![
+            ("event-type".into(), "order.created".into()),
+            ("decoy-webhook-hops".into(), "1".into()),
+        ],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_message_is_put_on_an_ibm_mq_queue_or_topic_with_its_properties() {
+    use decoy_core::publish::MessagePublisher as _;
+    let fake = fake_with_queues(&["ORDERS.EVENTS"]);
+    let p = publishers(&fake);
+    assert!(p.has_connection("qm1") && !p.has_connection("qm2"));
+    p.publish(outgoing("ORDERS.EVENTS", false, r#"{"id":"A-17"}"#))
+        .await
+        .unwrap();
+    p.publish(outgoing("orders/created", true, "on a topic"))
+        .await
+        .unwrap();
+    let f = lock(&fake);
+    let put = f.puts.iter().find(|p| p.queue == "ORDERS.EVENTS").unwrap();
+    assert_eq!(put.body, br#"{"id":"A-17"}"#);
+    assert_eq!(string(&put.md.Format), "MQSTR");
+    assert_eq!(put.md.Persistence, 1, "MQPER_PERSISTENT");
+    assert_eq!(put.md.MsgType, 8, "MQMT_DATAGRAM: an event, not a reply");
+    assert_eq!(
+        put.properties,
+        [
+            ("event-type".to_owned(), "order.created".to_owned()),
+            ("decoy-webhook-hops".to_owned(), "1".to_owned())
+        ]
+    );
+    assert_eq!(
+        f.queues["ORDERS.EVENTS"].len(),
+        1,
+        "on the queue for a consumer"
+    );
+    let published = f
+        .puts
+        .iter()
+        .find(|p| p.queue == "TOPIC:orders/created")
+        .unwrap();
+    assert_eq!(published.body, b"on a topic");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_to_ibm_mq_that_cannot_be_done_says_what_failed() {
+    use decoy_core::publish::{MessagePublisher as _, PublishError};
+    let fake = fake_with_queues(&["ORDERS.EVENTS"]);
+    let p = publishers(&fake);
+    let missing = p
+        .publish(outgoing("NO.SUCH.QUEUE", false, "x"))
+        .await
+        .unwrap_err();
+    let PublishError::Broker(text) = &missing else {
+        panic!("{missing:?}")
+    };
+    assert!(text.contains("NO.SUCH.QUEUE"), "{text}");
+    let mut other = outgoing("ORDERS.EVENTS", false, "x");
+    other.target.connection = "qm2".into();
+    assert_eq!(
+        p.publish(other).await.unwrap_err(),
+        PublishError::UnknownConnection("qm2".into())
+    );
+    // A queue manager that is down: the publish fails naming it, and the next one,
+    // once it is back, opens a new connection and goes through.
+    let down = fake_with_queues(&["ORDERS.EVENTS"]);
+    lock(&down).down = true;
+    let p = publishers(&down);
+    let failed = p
+        .publish(outgoing("ORDERS.EVENTS", false, "lost"))
+        .await
+        .unwrap_err();
+    assert!(failed.to_string().contains("QM1"), "{failed}");
+    lock(&down).down = false;
+    p.publish(outgoing("ORDERS.EVENTS", false, "after"))
+        .await
+        .unwrap();
+    assert_eq!(lock(&down).queues["ORDERS.EVENTS"].len(), 1);
+}
+
+/// A sink that publishes each `message` listener of what it is handed through
+/// `publishers`, as `decoy serve`'s webhook sender does (it renders, then publishes).
+#[derive(Debug)]
+struct PublishingSink(Arc<crate::publish::Publishers>);
+
+impl decoy_core::webhooks::WebhookSink for PublishingSink {
+    fn fire(&self, fired: decoy_core::webhooks::Fired) {
+        use decoy_core::publish::MessagePublisher as _;
+        for hook in fired.hooks.iter() {
+            let call = hook
+                .render(&fired.mapping_id, &fired.request, fired.answer.as_ref())
+                .unwrap();
+            let message = decoy_core::publish::OutgoingMessage {
+                target: call.message.unwrap(),
+                body: call.body.unwrap_or_default(),
+                properties: call.headers,
+            };
+            let publish = self.0.publish(message);
+            tokio::spawn(async move { publish.await.unwrap() });
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ibm_mq_request_gets_its_reply_and_an_event_on_another_ibm_mq_queue() {
+    let fake = fake_with_queues(&["DEV.QUEUE.1", "APP.REPLY", "AUDIT.EVENTS"]);
+    let mut m = mapping();
+    m["serveEventListeners"] = json!([{"name": "message", "parameters": {
+        "connection": "qm1", "queue": "AUDIT.EVENTS", "body": "<audit/>",
+        "properties": {"kind": "audit"}}}]);
+    let load = config::load_for_test(&connection(), &[m]);
+    let config::ConnectionKind::IbmMq(c) = load.connections[0].kind.clone() else {
+        panic!("not an IBM MQ connection")
+    };
+    let sink = PublishingSink(Arc::new(publishers(&fake)));
+    let metrics = Arc::new(TransportMetrics::default());
+    let rt = MqRuntime::start(
+        &load.connections,
+        vec![Arc::new(IbmMqBroker::new(mock_mqi(&fake), c)) as Arc<dyn Broker>],
+        load.mappings
+            .into_iter()
+            .map(|m| (Arc::new(m), Arc::default()))
+            .collect(),
+        move |_| (metrics.clone(), Arc::default()),
+        Some(Arc::new(sink) as Arc<dyn decoy_core::webhooks::WebhookSink>),
+        Arc::default(),
+    );
+    let r = request(3, "<order id='3'/>", "APP.REPLY");
+    lock(&fake).queue("DEV.QUEUE.1").push_back(r);
+    until(&fake, "the reply and the event", |f| {
+        f.queues.get("APP.REPLY").is_some_and(|q| q.len() == 1)
+            && f.queues.get("AUDIT.EVENTS").is_some_and(|q| q.len() == 1)
+    })
+    .await;
+    rt.shutdown().await;
+    let f = lock(&fake);
+    let reply_at = f.log.iter().position(|l| l == "PUT APP.REPLY").unwrap();
+    let event_at = f.log.iter().position(|l| l == "PUT AUDIT.EVENTS").unwrap();
+    assert!(
+        reply_at < event_at,
+        "the event after the reply: {:?}",
+        f.log
+    );
+    let event = f.puts.iter().find(|p| p.queue == "AUDIT.EVENTS").unwrap();
+    assert_eq!(event.body, b"<audit/>");
+    assert_eq!(event.md.MsgType, 8, "MQMT_DATAGRAM");
+    assert_eq!(event.properties, [("kind".to_owned(), "audit".to_owned())]);
 }

@@ -494,13 +494,17 @@ async fn pass_on(
     let Some(pending) = key.and_then(|k| t.book.take(&k)) else {
         t.book.counts.unpaired.fetch_add(1, Ordering::Relaxed);
         let line = format!(
-            "route {}: a reply {} pairs with no request waiting (it came too late, or not for a request decoy forwarded): refused, not recorded",
+            "route {}: a reply {} pairs with no request waiting (it came too late, or not for a request decoy forwarded): dropped, not recorded",
             t.index,
             excerpt(&reply.body)
         );
         tracing::warn!("{line}");
         t.book.note(line);
-        let _ = delivery.settle(Settle::Reject).await;
+        // Taken off the reply queue, not rejected: IBM MQ has no per-message reject
+        // (its adapter backs the unit of work out), so a rejected reply would come
+        // back, pair with nothing again, and go round until the queue's backout
+        // threshold, if it has one.
+        let _ = delivery.settle(Settle::Ack).await;
         return true;
     };
     let request = &pending.request;
