@@ -164,7 +164,9 @@ impl Answer {
     }
 
     /// `originalResponse` in the template model: `status` (HTTP), `headers` by lower
-    /// case name, each a list of its values (as `request.headers`), `body` as text.
+    /// case name, each its value, or the list of its values when it has several (so
+    /// `{{originalResponse.headers.Location}}` is the value, as `request.headers`
+    /// reads), `body` as text.
     fn model(&self) -> Value {
         let mut headers: Map<String, Value> = Map::new();
         let mut add = |name: String, value: String| {
@@ -188,6 +190,13 @@ impl Answer {
                 for (k, v) in p {
                     add(k.to_ascii_lowercase(), v.clone());
                 }
+            }
+        }
+        for value in headers.values_mut() {
+            if let Value::Array(values) = value
+                && values.len() == 1
+            {
+                *value = values.pop().unwrap_or(Value::Null);
             }
         }
         let mut m = Map::new();
@@ -1165,7 +1174,7 @@ mod tests {
         let reply = Answer::reply(Bytes::from_static(b"ok"), vec![("Kind".into(), "a".into())]);
         assert_eq!(
             reply.model(),
-            json!({"headers": {"kind": ["a"]}, "body": "ok"})
+            json!({"headers": {"kind": "a"}, "body": "ok"})
         );
     }
 

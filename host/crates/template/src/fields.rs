@@ -114,7 +114,9 @@ impl Field {
             ["correlationId"] => Field::CorrelationId,
             // As Handlebars indexes a list (a path that is no number fails there).
             ["pathSegments", i] => Field::Segment(i.parse().ok()?),
-            ["query", k] => Field::Query((*k).to_owned()),
+            // A parameter's first value, however it is asked for (WireMock's
+            // `first` and Handlebars' index agree with the bare name).
+            ["query", k] | ["query", k, "first" | "0"] => Field::Query((*k).to_owned()),
             ["headers", k] => Field::Header((*k).to_owned()),
             ["cookies", k] => Field::Cookie((*k).to_owned()),
             ["pathParams", k] => Field::PathParam((*k).to_owned()),

@@ -284,12 +284,18 @@ impl Mapping {
                 }
                 share_one_buffer(&mut served, &mut response.body);
                 let served: Arc<[(HeaderName, HeaderValue)]> = Arc::from(served);
-                response.transformers.prepare_templates(
+                // A template that does not compile is reported now, with its field
+                // and position, but the stub stays: WireMock loads it and answers 500
+                // when it is hit, and so does the plugin here (a user's root must
+                // answer as under WireMock); `decoy validate --strict` fails on it.
+                if let Err(errors) = response.transformers.prepare_templates(
                     obj.field("response"),
                     &served,
                     &response.body,
                     ctx.plugins.as_deref(),
-                )?;
+                ) {
+                    warnings.extend(errors);
+                }
 
                 if let Some(c) = request.custom_matcher() {
                     c.bind(&id, name.as_deref());
