@@ -136,11 +136,14 @@ impl MessagePublisher for Publishers {
                 .map_err(|e| PublishError::Broker(format!("{}: {e}", describe())))?;
             match sender.send(&to, message).await {
                 Ok(Put::Done) => Ok(()),
+                // Not `how_to_create`: its `declareQueues` covers only the queues
+                // decoy listens on, never one it publishes to.
                 Ok(Put::NoSuchQueue) => Err(PublishError::Broker(format!(
-                    "{} has no queue {:?}: {}",
+                    "{} has no queue {:?}: it must exist before decoy publishes to it \
+                     (its consumer, or the system's set-up, usually declares it; \
+                     \"declareQueues\" covers only the queues decoy listens on)",
                     describe(),
                     to.name,
-                    lane.broker.how_to_create(&to.name)
                 ))),
                 Err(e) => {
                     lane.forget(&sender).await;

@@ -762,8 +762,9 @@ fn missing_queue_line(broker: &dyn Broker, q: &QueueService, name: &str) -> Stri
         ("mappings", "listen")
     };
     format!(
-        "queue {name:?} does not exist on {} ({}): {noun} {} {verb} on it. To serve it, {}; \
+        "{} {name:?} does not exist on {} ({}): {noun} {} {verb} on it. To serve it, {}; \
          decoy checks again every few seconds and starts receiving once it exists",
+        broker.listened_kind(),
         broker.describe(),
         q.trouble.connection(),
         mappings.join(", "),

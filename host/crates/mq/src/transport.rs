@@ -212,6 +212,11 @@ pub trait Broker: Send + Sync {
         index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>>;
     fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>>;
+    /// What this broker calls what a mapping listens on, for messages about one
+    /// that is missing ("queue"; NATS JetStream: "stream").
+    fn listened_kind(&self) -> &'static str {
+        "queue"
+    }
     /// How a user creates `queue` on this broker (for the message that says it is
     /// missing): a command to run, or the setting that lets decoy declare it.
     fn how_to_create(&self, queue: &str) -> String {

@@ -350,6 +350,10 @@ impl Broker for NatsBroker {
         })
     }
 
+    fn listened_kind(&self) -> &'static str {
+        "stream"
+    }
+
     fn how_to_create(&self, stream: &str) -> String {
         format!(
             "create the stream with the subjects the system publishes requests on (for example `nats stream add {stream} --subjects 'orders.>' --defaults`)"
