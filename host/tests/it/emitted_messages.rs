@@ -428,13 +428,8 @@ fn validate_fails_on_a_message_listener_naming_a_connection_that_is_not_configur
             .to_string(),
         ),
     ]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_decoy"))
-        .args(["validate", "--root-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = crate::common::process::validate(dir.path(), &[]);
+    assert_eq!(code, Some(1), "{text}");
     assert!(
         text.contains("error: mappings/orders.json: mapping #0")
             && text.contains("serveEventListeners[0].parameters.connection: no connection \"rabit\" in mq-connections.json (connectionId: rabbit)"),

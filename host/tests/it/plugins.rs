@@ -556,13 +556,8 @@ async fn a_template_that_does_not_compile_is_reported_at_load_naming_file_stub_f
     assert_eq!(get(server.http_addr, "/braces").await.body, "{{#if");
     server.shutdown().await;
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_decoy"))
-        .args(["validate", "--root-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (code, text) = crate::common::process::validate(dir.path(), &[]);
+    assert_eq!(code, Some(0), "{text}");
     assert!(
         text.contains("warning: mappings/bad-body.json: mapping #0 (name \"broken body\"): response.body: bad template: "),
         "{text}"
@@ -571,17 +566,8 @@ async fn a_template_that_does_not_compile_is_reported_at_load_naming_file_stub_f
         text.contains("response.headers.X-Id: bad template"),
         "{text}"
     );
-    let strict = std::process::Command::new(env!("CARGO_BIN_EXE_decoy"))
-        .args(["validate", "--strict", "--root-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        strict.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&strict.stdout)
-    );
+    let (code, text) = crate::common::process::validate(dir.path(), &["--strict"]);
+    assert_eq!(code, Some(1), "{text}");
 }
 
 #[tokio::test]

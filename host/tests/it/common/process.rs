@@ -151,3 +151,18 @@ pub fn http_get(port: u16, path: &str) -> String {
     s.read_to_string(&mut out).unwrap();
     out
 }
+
+/// `decoy validate [flags] --root-dir root`: its exit code and what it printed.
+pub fn validate(root: &Path, flags: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_decoy"))
+        .arg("validate")
+        .args(flags)
+        .arg("--root-dir")
+        .arg(root)
+        .output()
+        .expect("running decoy validate");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
