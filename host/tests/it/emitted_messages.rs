@@ -50,6 +50,25 @@ fn connections(down_port: u16) -> String {
 }
 
 /// A `decoy_published_messages_total` row.
+/// Serves a root of [`connections`] and one
+/// file, `path`, holding `file`; the file must load without a rejection. The root
+/// lives as long as the returned directory.
+async fn serve_with_connections(
+    path: &str,
+    file: &Value,
+) -> (tempfile::TempDir, decoy::server::Running) {
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connections(crate::common::free_port()),
+        ),
+        (path, &file.to_string()),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    (dir, server)
+}
+
 async fn published(addr: SocketAddr, outcome: &str) -> u64 {
     let text = crate::common::get(addr, "/__admin/metrics").await.body;
     let row = format!("decoy_published_messages_total{{outcome=\"{outcome}\"}} ");
@@ -235,15 +254,7 @@ async fn an_mq_request_gets_its_reply_and_two_events_on_other_destinations() {
                 "delay": {"type": "fixed", "milliseconds": 100}}}
         ]
     });
-    let dir = crate::common::root(&[
-        (
-            "mq-connections.json",
-            &connections(crate::common::free_port()),
-        ),
-        ("mq-mappings/pay.json", &mapping.to_string()),
-    ]);
-    let server = crate::common::serve(dir.path()).await;
-    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let (_dir, server) = serve_with_connections("mq-mappings/pay.json", &mapping).await;
     let nc = crate::nats::client(&crate::nats::url()).await;
     let mut nats_sub = nc.subscribe(subject.clone()).await.unwrap();
     nc.flush().await.unwrap();
@@ -468,15 +479,7 @@ async fn a_message_carries_what_the_stub_answered_to_a_queue_the_request_names()
                 "properties": {"location": "{{originalResponse.headers.Location}}"}}}
         ]
     });
-    let dir = crate::common::root(&[
-        (
-            "mq-connections.json",
-            &connections(crate::common::free_port()),
-        ),
-        ("mappings/orders.json", &stub.to_string()),
-    ]);
-    let server = crate::common::serve(dir.path()).await;
-    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let (_dir, server) = serve_with_connections("mappings/orders.json", &stub).await;
     let answer = crate::common::send(
         server.http_addr,
         "POST",
@@ -512,15 +515,7 @@ async fn a_destination_that_renders_as_no_name_is_counted_and_logged_and_the_ans
                 "queue": "{{originalRequest.query.to}}", "body": "x"}}
         ]
     });
-    let dir = crate::common::root(&[
-        (
-            "mq-connections.json",
-            &connections(crate::common::free_port()),
-        ),
-        ("mappings/notify.json", &stub.to_string()),
-    ]);
-    let server = crate::common::serve(dir.path()).await;
-    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let (_dir, server) = serve_with_connections("mappings/notify.json", &stub).await;
     let addr = server.http_addr;
     for (path, why) in [
         ("/notify", "rendered empty"),
@@ -565,15 +560,7 @@ async fn an_mq_mappings_events_carry_its_reply_to_a_queue_the_request_names() {
                 "properties": {"reply-kind": "{{originalResponse.headers.kind}}"}}}
         ]
     });
-    let dir = crate::common::root(&[
-        (
-            "mq-connections.json",
-            &connections(crate::common::free_port()),
-        ),
-        ("mq-mappings/pay.json", &mapping.to_string()),
-    ]);
-    let server = crate::common::serve(dir.path()).await;
-    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let (_dir, server) = serve_with_connections("mq-mappings/pay.json", &mapping).await;
     publish(
         &ch,
         &req_q,
