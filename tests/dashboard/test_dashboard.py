@@ -143,8 +143,10 @@ def write_root(root):
     hand = [
         {"name": "hello", "request": {"method": "GET", "url": "/hello"},
          "response": {"status": 200, "body": "hi"}, "metadata": {"team": "payments"}},
+        # A helper (upper), so the plugin renders it and its calls count: a template of
+        # plain request fields alone is rendered by decoy itself, with no plugin call.
         {"name": "templated", "request": {"method": "GET", "urlPath": "/greet"},
-         "response": {"status": 200, "body": "hello {{request.query.who}}",
+         "response": {"status": 200, "body": "hello {{upper request.query.who}}",
                       "transformers": ["response-template"]}},
         {"name": "add to cart", "scenarioName": "shopping cart",
          "requiredScenarioState": "Started", "newScenarioState": "Full",
