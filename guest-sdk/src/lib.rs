@@ -82,7 +82,9 @@
 //! deadline (100 ms unless the plugin's settings say otherwise) and each instance a
 //! memory cap (64 MiB). Instances are reused between calls, so a `static` cache (of
 //! compiled templates, say) survives from one call to the next, but is not shared
-//! between instances: use [`kv`] for state every call must see. A panic ends the
+//! between instances: use [`kv`] for state every call must see. Work a transformer
+//! does once per mapping (compiling what the mapping's answer holds) can go into a
+//! [`Prepare`], which decoy calls outside the calls' deadline. A panic ends the
 //! call: decoy answers that request with a 500 naming the plugin and goes on.
 //! What decoy knows beyond the request itself (the client's address, the machine's
 //! name) is in [`request_info`].
@@ -147,6 +149,17 @@ pub trait Transformer {
     /// `response` is what the mapping declares (its body read from `bodyFileName`
     /// when it names one); the result is what decoy sends.
     fn transform(ctx: &Context, request: &Request, response: Response) -> Result<Response, Error>;
+}
+
+/// A transformer's per-mapping work, done outside the calls' deadline (the
+/// `prepare` interface of `wit/plugin.wit`): before an instance first transforms an
+/// answer of a mapping, and again when that answer changes, decoy calls `prepare`
+/// on it with the call's context and that answer, under a budget of seconds. It
+/// returns how many things this instance has compiled since it started (counting
+/// those compiled during calls), which decoy adds up per plugin. Export it with
+/// `export!(transformer = T, prepare = P)`.
+pub trait Prepare {
+    fn prepare(ctx: &Context, response: &Response) -> Result<u64, Error>;
 }
 
 /// Decides whether a request matches a mapping. It runs after the mapping's other
@@ -528,6 +541,14 @@ pub mod __private {
     ) -> Result<types::Response, types::PluginError> {
         T::transform(&Context(context), &Request(request), Response(response))
             .map(|r| r.0)
+            .map_err(|e| types::PluginError { message: e.0 })
+    }
+
+    pub fn prepare<P: Prepare>(
+        context: types::CallContext,
+        response: types::Response,
+    ) -> Result<u64, types::PluginError> {
+        P::prepare(&Context(context), &Response(response))
             .map_err(|e| types::PluginError { message: e.0 })
     }
 

@@ -513,6 +513,7 @@ impl Admin {
                     "instancesCreated": s.instances_created.load(Relaxed),
                     "instancesRetired": s.instances_retired.load(Relaxed),
                     "retries": s.retries.load(Relaxed),
+                    "compilations": s.compilations.load(Relaxed),
                     "lastError": last.map(|(t, reason)| json!({ "at": json::iso(t), "reason": reason })),
                 })
             })

@@ -432,7 +432,8 @@ async fn a_plain_250_kb_template_is_compiled_once_at_load_and_served_without_a_p
 
 /// The same size of template, but with a helper in each expression: it is the
 /// plugin's to render, in the sandbox, and every instance's first call answers 200
-/// within the default deadline (each compiles it in pieces, in linear time).
+/// within the default deadline (each instance compiles it before that call, outside
+/// the deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_250_kb_handlebars_template_answers_200_from_its_first_request_with_the_default_deadline()
 {
@@ -466,6 +467,76 @@ async fn a_250_kb_handlebars_template_answers_200_from_its_first_request_with_th
         plugin.stats.host_compiled.load(Relaxed),
         1,
         "compiled at load only"
+    );
+    server.shutdown().await;
+}
+
+/// A 250 KB body of JSON text and helpers (`jsonPath`, `{{#each}}` blocks) is the
+/// plugin's to render. Each instance compiles it once, when decoy prepares the
+/// instance for the stub before its first call, outside the call's deadline: every
+/// request answers 200 from the first, and however many requests the stub serves,
+/// it is compiled exactly once per instance that served it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_250_kb_helper_template_is_compiled_once_per_instance_before_its_first_call() {
+    let mut body = String::from("[");
+    let mut n = 0;
+    while body.len() < 250_000 {
+        if n > 0 {
+            body.push_str(",\n");
+        }
+        body.push_str(&format!(
+            "{{\"n\": {n}, \"id\": \"{{{{jsonPath request.body '$.id'}}}}\", \"tags\": [{{{{#each (jsonPath request.body '$.tags')}}}}\"{{{{this}}}}\"{{{{#unless @last}}}}, {{{{/unless}}}}{{{{/each}}}}], \"text\": \"{}\"}}",
+            "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(6)
+        ));
+        n += 1;
+    }
+    body.push(']');
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/feed"},
+         "response": {"body": body, "transformers": ["response-template"]}}
+    ]));
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let plugin = template_plugin(&server);
+    let order = r#"{"id": "A-7", "tags": ["x", "y"]}"#;
+    let check = |a: crate::common::Answer| {
+        assert_eq!(a.status, 200, "{}", &a.body[..a.body.len().min(2000)]);
+        let v: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(v.as_array().map(Vec::len), Some(n));
+        assert_eq!(
+            v[n - 1],
+            json!({"n": n - 1, "id": "A-7", "tags": ["x", "y"],
+            "text": "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(6)})
+        );
+    };
+    // The very first request, alone: no instance has compiled the template yet.
+    check(send(addr, "POST", "/feed", &[], order).await);
+    assert_eq!(plugin.stats.compilations.load(Relaxed), 1);
+    let calls: Vec<_> = (0..16)
+        .map(|_| tokio::spawn(async move { send(addr, "POST", "/feed", &[], order).await }))
+        .collect();
+    for c in calls {
+        check(c.await.unwrap());
+    }
+    for _ in 0..8 {
+        check(send(addr, "POST", "/feed", &[], order).await);
+    }
+    assert_eq!(plugin.stats.calls.load(Relaxed), 25);
+    assert_eq!(plugin.stats.failures.load(Relaxed), 0);
+    let instances = plugin.stats.instances_created.load(Relaxed);
+    assert!(instances >= 1);
+    assert_eq!(
+        plugin.stats.compilations.load(Relaxed),
+        instances,
+        "once per instance, however many calls"
+    );
+    // The count is the one /__admin/metrics shows.
+    let m = get(addr, "/__admin/metrics").await.body;
+    assert!(
+        m.contains(&format!(
+            "decoy_plugin_compilations_total{{plugin=\"response-template\"}} {instances}"
+        )),
+        "{m}"
     );
     server.shutdown().await;
 }

@@ -14,9 +14,11 @@
 //! `request.correlationId`, `request.messageId` and `request.replyTo` are set.
 //!
 //! Templates are compiled once per mapping and text in each instance, and kept
-//! (see [`Cache`], which counts them); a large one is compiled in pieces, in time
-//! that grows with its length (see [`pieces`]). A body or header without `{{` is
-//! passed through untouched. A
+//! (see [`Cache`], which counts them). decoy calls the plugin's `prepare` on an
+//! instance before its first call for a mapping's answer, outside the call's
+//! deadline: the templates are compiled there, and a call only renders. A large
+//! template is compiled in pieces, in time that grows with its length (see
+//! [`pieces`]). A body or header without `{{` is passed through untouched. A
 //! template that only echoes request fields is rendered without Handlebars (see
 //! [`direct`]), to the same output.
 //!
@@ -57,29 +59,12 @@ impl Transformer for ResponseTemplate {
         }
         let (new_body, new_headers) = CACHE.with(|cache| {
             let mut cache = cache.borrow_mut();
-            let Cache {
-                mappings,
-                compilations: compiled,
-            } = &mut *cache;
-            let templates = templates_of(mappings, ctx.mapping_id());
-            // Compile (or find) every template first, so that afterwards a slot holds
-            // a template exactly when that part of this response is one, and to know
+            // Find (or, when decoy did not prepare this instance for this answer,
+            // compile) every template first, so that afterwards a slot holds a
+            // template exactly when that part of this response is one, and to know
             // which parts of the model the Handlebars ones use; the model is then
             // built once, with only those parts, and only if some template needs it.
-            match body {
-                Some(text) => Compiled::refresh(&mut templates.body, text, compiled)?,
-                None => templates.body = None,
-            }
-            templates.headers.resize_with(resp.headers().len(), || None);
-            for (slot, (name, value)) in templates.headers.iter_mut().zip(resp.headers()) {
-                if value.contains("{{") {
-                    Compiled::refresh(slot, value, compiled)
-                        .map_err(|e| Error(format!("header {name}: {e}")))?;
-                } else {
-                    *slot = None;
-                }
-            }
-            let templates = &*templates;
+            let templates = &*cache.refresh(ctx.mapping_id(), body, resp.headers())?;
             let mut needs = Needs::default();
             let used = templates
                 .body
@@ -121,7 +106,24 @@ impl Transformer for ResponseTemplate {
     }
 }
 
-decoy_plugin::export!(transformer = ResponseTemplate);
+/// Compiles an answer's templates before decoy's first call for it on this
+/// instance, outside the call's deadline (see [`decoy_plugin::Prepare`]).
+impl decoy_plugin::Prepare for ResponseTemplate {
+    fn prepare(ctx: &Context, resp: &Response) -> Result<u64, Error> {
+        let body = std::str::from_utf8(resp.body())
+            .ok()
+            .filter(|b| b.contains("{{"));
+        CACHE.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            if body.is_some() || resp.headers().iter().any(|(_, v)| v.contains("{{")) {
+                cache.refresh(ctx.mapping_id(), body, resp.headers())?;
+            }
+            Ok(cache.compilations)
+        })
+    }
+}
+
+decoy_plugin::export!(transformer = ResponseTemplate, prepare = ResponseTemplate);
 
 thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
@@ -141,6 +143,34 @@ pub struct Cache {
 /// How many templates this instance (this thread, in native tests) has compiled.
 pub fn compilations() -> u64 {
     CACHE.with(|c| c.borrow().compilations)
+}
+
+impl Cache {
+    /// The templates of `mapping` for this answer (`body` when it is a template,
+    /// and the header values), compiling those whose text is new.
+    fn refresh(
+        &mut self,
+        mapping: &str,
+        body: Option<&str>,
+        headers: &[(String, String)],
+    ) -> Result<&MappingTemplates, Error> {
+        let compiled = &mut self.compilations;
+        let templates = templates_of(&mut self.mappings, mapping);
+        match body {
+            Some(text) => Compiled::refresh(&mut templates.body, text, compiled)?,
+            None => templates.body = None,
+        }
+        templates.headers.resize_with(headers.len(), || None);
+        for (slot, (name, value)) in templates.headers.iter_mut().zip(headers) {
+            if value.contains("{{") {
+                Compiled::refresh(slot, value, compiled)
+                    .map_err(|e| Error(format!("header {name}: {e}")))?;
+            } else {
+                *slot = None;
+            }
+        }
+        Ok(templates)
+    }
 }
 
 /// A mapping's templates: its body and, by position, its header values (`None`

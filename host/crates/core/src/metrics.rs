@@ -451,14 +451,15 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Per-plugin call, failure, timeout, instance, retirement and retry counters.
+/// Per-plugin call, failure, timeout, instance, retirement, retry and compilation
+/// counters.
 pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<decoy_plugin_host::Plugin>]) {
     use std::sync::atomic::Ordering::Relaxed;
     if plugins.is_empty() {
         return;
     }
     type Get = fn(&decoy_plugin_host::PluginStats) -> u64;
-    let series: [(&str, &str, Get); 7] = [
+    let series: [(&str, &str, Get); 8] = [
         (
             "decoy_plugin_calls_total",
             "Plugin calls (matchers and transformers).",
@@ -488,6 +489,11 @@ pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<decoy_plugin_h
             "decoy_plugin_retries_total",
             "Plugin calls made again on a fresh instance because their warm instance hit its memory cap.",
             |s| s.retries.load(Relaxed),
+        ),
+        (
+            "decoy_plugin_compilations_total",
+            "Compilations made inside plugin instances, as the plugin reports them when prepared (response-template: templates, at most once per instance and template).",
+            |s| s.compilations.load(Relaxed),
         ),
         (
             "decoy_plugin_loading_total",

@@ -18,8 +18,9 @@
 //!   ways on real requests).
 //!
 //! Every other template (a helper, a block, `parameters`) is the plugin's, in the
-//! sandbox: it compiles it on its first use in each instance (in pieces, in time
-//! linear in its size) and keeps it for that instance's later calls.
+//! sandbox: each instance compiles it once (in pieces, in time linear in its size)
+//! when the plugin runtime prepares the instance for the mapping, before its first
+//! call and outside the call's deadline, and keeps it for that instance's calls.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;

@@ -1,24 +1,55 @@
 //! Calling a plugin: taking a warm instance (or making one), the deadline, and what
 //! a failure looks like to the rest of decoy.
+//!
+//! A transformer that exports `prepare` does its per-mapping work there (the bundled
+//! `response-template` compiles the answer's templates): before an instance
+//! transforms an answer of a mapping for the first time, or an answer that changed,
+//! `prepare` is called on it with [`PREPARE_BUDGET`] of CPU time, and only then the
+//! transform, under the plugin's deadline. Each instance remembers, per mapping, a
+//! hash of the answer it was prepared for, so later calls skip straight to the
+//! transform (hashing the answer costs a small part of copying it into the guest).
+//! Compiled state lives in an instance's own memory, which no other instance can
+//! read: each instance prepares once per mapping and answer.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use wasmtime::Store;
 
 use super::cpu_clock::{CallClock, Stopped, WALL_FACTOR};
-use super::exports::decoy::plugin::{matcher, transformer};
+use super::exports::decoy::plugin::{matcher, prepare, transformer};
 use super::host_api::State;
 use super::load::Isolation;
 use super::{Code, Guest, Plugin, PluginRequest, wit};
+
+/// The CPU time a `prepare` may take: a load-time budget, not a call's deadline (a
+/// 250 KB template compiles in a few milliseconds; this only bounds a runaway).
+pub(crate) const PREPARE_BUDGET: Duration = Duration::from_secs(5);
+
+/// Mappings an instance remembers having been prepared for; past this many it
+/// forgets them all (preparing again is cheap when the plugin kept its work).
+const MAX_PREPARED: usize = 20_000;
 
 /// An instance ready for calls, in its own store.
 pub(crate) struct Warm {
     store: Store<State>,
     transformer: Option<transformer::Guest>,
     matcher: Option<matcher::Guest>,
+    prepare: Option<prepare::Guest>,
     /// Calls this instance has served.
     calls: u64,
+    /// By mapping id, the hash of the answer this instance was last prepared for.
+    prepared: HashMap<String, u64>,
+    /// The compilations this instance last reported from `prepare` (a running total).
+    compilations: u64,
+    /// Whether `prepare` is running (or trapped) on it.
+    preparing: bool,
+    /// The plugin's deadline for a call, in time and in epoch ticks.
+    timeout: Duration,
+    deadline_ticks: u64,
 }
 
 /// Why a plugin call gave no answer.
@@ -39,15 +70,16 @@ impl std::fmt::Display for PluginFailure {
 
 impl Code {
     fn instantiate(&self, plugin: Arc<Guest>) -> wasmtime::Result<Warm> {
+        let timeout = Duration::from_millis(self.settings.timeout_milliseconds);
         let mut store = Store::new(
             &self.engine,
-            State::new(plugin, self.settings.memory_limit_bytes()),
+            State::new(plugin, self.settings.memory_limit_bytes(), timeout),
         );
         store.limiter(|s| &mut s.limits);
         // The epoch deadline is wall time; the callback turns it into CPU time.
-        let timeout = std::time::Duration::from_millis(self.settings.timeout_milliseconds);
         store.epoch_deadline_callback(move |mut store| {
-            store.data_mut().clock.on_deadline(timeout, super::TICK)
+            let state = store.data_mut();
+            state.clock.on_deadline(state.budget, super::TICK)
         });
         // Start functions run under the same deadline as calls.
         store.data_mut().clock = CallClock::start();
@@ -61,13 +93,99 @@ impl Code {
             Some(i) => Some(i.load(&mut store, &instance)?),
             None => None,
         };
+        let prepare = match &self.prepare {
+            Some(i) => Some(i.load(&mut store, &instance)?),
+            None => None,
+        };
         Ok(Warm {
             store,
             transformer,
             matcher,
+            prepare,
             calls: 0,
+            prepared: HashMap::new(),
+            compilations: 0,
+            preparing: false,
+            timeout,
+            deadline_ticks: self.settings.deadline_ticks(),
         })
     }
+}
+
+impl Warm {
+    /// Calls `prepare` for `response` of the call's mapping, unless this instance
+    /// was prepared for that answer already (or the plugin has no `prepare`). It
+    /// runs under [`PREPARE_BUDGET`]; the call's own deadline starts afresh after it.
+    /// Adds what the instance reports compiling since its last report to `stats`.
+    fn prepare_for(
+        &mut self,
+        stats: &super::PluginStats,
+        context: &wit::CallContext,
+        response: &wit::Response,
+    ) -> wasmtime::Result<Result<(), wit::PluginError>> {
+        let Some(p) = self.prepare.clone() else {
+            return Ok(Ok(()));
+        };
+        let hash = answer_hash(response);
+        if self.prepared.get(&context.mapping_id) == Some(&hash) {
+            return Ok(Ok(()));
+        }
+        self.preparing = true;
+        self.set_budget(PREPARE_BUDGET, ticks(PREPARE_BUDGET));
+        // A trap leaves `preparing` set, for the failure's reason (the instance is
+        // dropped).
+        let result = p.call_prepare(&mut self.store, context, response)?;
+        self.preparing = false;
+        self.set_budget(self.timeout, self.deadline_ticks);
+        let total = match result {
+            Ok(total) => total,
+            Err(e) => return Ok(Err(e)),
+        };
+        stats
+            .compilations
+            .fetch_add(total.saturating_sub(self.compilations), Ordering::Relaxed);
+        self.compilations = self.compilations.max(total);
+        if self.prepared.len() >= MAX_PREPARED {
+            self.prepared.clear();
+        }
+        self.prepared.insert(context.mapping_id.clone(), hash);
+        Ok(Ok(()))
+    }
+
+    /// Starts the clock of what runs next on this instance, with `budget` of CPU.
+    fn set_budget(&mut self, budget: Duration, deadline_ticks: u64) {
+        let state = self.store.data_mut();
+        state.budget = budget;
+        state.clock = CallClock::start();
+        self.store.set_epoch_deadline(deadline_ticks);
+    }
+}
+
+/// Epoch ticks for `budget` (at least one whole tick past it).
+fn ticks(budget: Duration) -> u64 {
+    (budget.as_millis() / super::TICK.as_millis()).max(1) as u64 + 1
+}
+
+/// A hash of what a transformer is given as the answer: its headers and body (a
+/// status or delay change prepares nothing new, but costs little to hash too).
+fn answer_hash(response: &wit::Response) -> u64 {
+    let mut h = foldhash::quality::FixedState::with_seed(0).build_hasher();
+    let (tag, fields, body, status) = match response {
+        wit::Response::Http(r) => (0u8, &r.headers, &r.body, r.status),
+        wit::Response::Mq(r) => (1u8, &r.properties, &r.body, 0),
+    };
+    h.write_u8(tag);
+    h.write_u16(status);
+    h.write_usize(fields.len());
+    for (name, value) in fields {
+        h.write_usize(name.len());
+        h.write(name.as_bytes());
+        h.write_usize(value.len());
+        h.write(value.as_bytes());
+    }
+    h.write_usize(body.len());
+    h.write(body);
+    h.finish()
 }
 
 /// How one attempt at a call ended.
@@ -87,11 +205,14 @@ impl Plugin {
         response: &wit::Response,
     ) -> Result<wit::Response, PluginFailure> {
         self.with_instance(context, request, |w| {
-            let Some(t) = &w.transformer else {
+            let Some(t) = w.transformer.clone() else {
                 return Ok(Err(wit::PluginError {
                     message: "it has no transformer (it is a matcher plugin)".into(),
                 }));
             };
+            if let Err(e) = w.prepare_for(&self.stats, context, response)? {
+                return Ok(Err(e));
+            }
             t.call_transform(&mut w.store, context, &request.request, response)
         })
     }
@@ -238,10 +359,8 @@ impl Plugin {
             state.client_ip.clone_from(&request.client_ip);
             state.side_effects = false;
             state.stdio.clear_tail();
-            state.clock = CallClock::start();
         }
-        warm.store
-            .set_epoch_deadline(code.settings.deadline_ticks());
+        warm.set_budget(warm.timeout, warm.deadline_ticks);
         let result = call(&mut warm);
         warm.calls += 1;
         let trapped = result.is_err();
@@ -271,7 +390,12 @@ impl Plugin {
                     && !state.side_effects
                     && !fresh
                     && pooled;
-                let failure = self.failed(code, &e, Some(&warm), "trapped");
+                let what = if warm.preparing {
+                    "trapped in prepare"
+                } else {
+                    "trapped"
+                };
+                let failure = self.failed(code, &e, Some(&warm), what);
                 if retry {
                     // Not counted as a failure unless the fresh instance fails too.
                     self.stats.failures.fetch_sub(1, Ordering::Relaxed);
@@ -319,7 +443,12 @@ impl Plugin {
         ) {
             self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
             let ms = code.settings.timeout_milliseconds;
+            let preparing = warm.is_some_and(|w| w.preparing);
             match warm.and_then(|w| w.store.data().clock.stopped) {
+                _ if preparing => format!(
+                    "its prepare ran past its budget of {} ms of CPU time ({WALL_FACTOR} times that in wall time) and was stopped",
+                    PREPARE_BUDGET.as_millis()
+                ),
                 Some(Stopped::Wall) => format!(
                     "it took {} ms of wall time ({WALL_FACTOR} times its CPU deadline of {ms} ms; the machine may be overloaded, or the plugin waits) and was stopped",
                     ms * u64::from(WALL_FACTOR)

@@ -32,6 +32,9 @@ pub(crate) struct State {
     pub(crate) side_effects: bool,
     /// When the call under way started, for its CPU deadline.
     pub(crate) clock: super::cpu_clock::CallClock,
+    /// The CPU time the call under way may take: the plugin's timeout, or the
+    /// budget of a `prepare` (see `call.rs`).
+    pub(crate) budget: std::time::Duration,
 }
 
 /// The memory cap of one instance, and how much it has grown to (a
@@ -74,7 +77,11 @@ impl wasmtime::ResourceLimiter for Limits {
 }
 
 impl State {
-    pub(crate) fn new(plugin: Arc<Guest>, memory_limit: usize) -> State {
+    pub(crate) fn new(
+        plugin: Arc<Guest>,
+        memory_limit: usize,
+        budget: std::time::Duration,
+    ) -> State {
         // Nothing from the host: no preopened directories, no environment, no
         // arguments, no sockets, stdin empty; stdout and stderr are captured in
         // memory (see `stdio.rs`).
@@ -100,6 +107,7 @@ impl State {
             client_ip: None,
             side_effects: false,
             clock: Default::default(),
+            budget,
         }
     }
 

@@ -13,6 +13,10 @@
 //!   instances, each in its own `Store`; a call takes one, sets a CPU deadline, calls,
 //!   and gives it back. An instance whose call failed is dropped, never reused.
 //!   `isolation: per-request` makes a fresh instance for every call;
+//! - a transformer that exports `prepare` has it called on an instance before that
+//!   instance first transforms a mapping's answer (and again when the answer
+//!   changes), under a budget of seconds rather than the call's deadline: what it
+//!   compiles for the mapping then costs the calls nothing;
 //! - compiled code is cached on disk under the hash of the `.wasm` and of the engine's
 //!   configuration, so a restart deserializes instead of compiling;
 //! - replacing the `.wasm` file swaps in new code; calls already running finish on the
@@ -48,7 +52,7 @@ pub use load::{CheckReport, PluginSettings, check_file};
 
 wasmtime::component::bindgen!({
     path: "../../../wit",
-    world: "transformer-and-matcher",
+    world: "any-plugin",
 });
 
 pub use self::decoy::plugin::types as wit;
@@ -256,6 +260,11 @@ pub struct PluginStats {
     /// ...and answers rendered by the host from them, with no call (not counted in
     /// `calls`).
     pub host_rendered: AtomicU64,
+    /// Compilations made inside its instances (templates, for `response-template`),
+    /// as each instance reports them in `prepare` (see `call.rs`): the sum over its
+    /// instances, each counting since it started. Plugins without `prepare` report
+    /// none.
+    pub compilations: AtomicU64,
     /// The last failure's time and reason (written only when a call fails).
     pub last_error: Mutex<Option<(std::time::SystemTime, String)>>,
 }
@@ -269,6 +278,8 @@ pub(crate) struct Code {
     pub(crate) pre: wasmtime::component::InstancePre<host_api::State>,
     pub(crate) transformer: Option<exports::decoy::plugin::transformer::GuestIndices>,
     pub(crate) matcher: Option<exports::decoy::plugin::matcher::GuestIndices>,
+    /// `prepare`, when the plugin exports it beside its transformer.
+    pub(crate) prepare: Option<exports::decoy::plugin::prepare::GuestIndices>,
     pub(crate) pool: Mutex<Vec<call::Warm>>,
     pub(crate) engine: wasmtime::Engine,
 }

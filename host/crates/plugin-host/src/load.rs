@@ -8,7 +8,7 @@ use serde::Deserialize;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::exports::decoy::plugin::{matcher, transformer};
+use super::exports::decoy::plugin::{matcher, prepare, transformer};
 use super::host_api::State;
 use super::{Code, Runtime, TICK, bundled};
 
@@ -89,7 +89,7 @@ pub(super) fn runtime() -> Result<Runtime, String> {
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
         .and_then(|()| super::stdio::relink_io(&mut linker))
         .map_err(|e| format!("cannot set up WASI for plugins: {e}"))?;
-    super::TransformerAndMatcher::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+    super::AnyPlugin::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
         &mut linker,
         |s| s,
     )
@@ -248,6 +248,10 @@ pub(super) fn build(
         .map_err(|e| format!("{origin} {}", explain_link_error(&e)))?;
     let transformer = transformer::GuestIndices::new(&pre).ok();
     let matcher = matcher::GuestIndices::new(&pre).ok();
+    // `prepare` only serves a transformer.
+    let prepare = transformer
+        .as_ref()
+        .and_then(|_| prepare::GuestIndices::new(&pre).ok());
     if transformer.is_none() && matcher.is_none() {
         return Err(format!(
             "{origin} exports neither decoy:plugin/transformer nor decoy:plugin/matcher (version 0.1); build it against wit/plugin.wit"
@@ -260,6 +264,7 @@ pub(super) fn build(
         pre,
         transformer,
         matcher,
+        prepare,
         pool: Mutex::new(Vec::new()),
         engine: runtime.engine.clone(),
     })
@@ -428,6 +433,9 @@ pub fn check_file(file: &Path, cache_dir: Option<&Path>) -> Result<CheckReport, 
             "transformer-plugin",
             "matcher-plugin",
         ],
+        (true, false) if prepare::GuestIndices::new(&pre).is_ok() => {
+            vec!["prepared-transformer-plugin", "transformer-plugin"]
+        }
         (true, false) => vec!["transformer-plugin"],
         (false, true) => vec!["matcher-plugin"],
         (false, false) => {
