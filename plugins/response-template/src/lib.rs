@@ -64,7 +64,7 @@ impl Transformer for ResponseTemplate {
             // template exactly when that part of this response is one, and to know
             // which parts of the model the Handlebars ones use; the model is then
             // built once, with only those parts, and only if some template needs it.
-            let templates = &*cache.refresh(ctx.mapping_id(), body, resp.headers())?;
+            let templates = cache.refresh(ctx.mapping_id(), body, resp.headers())?;
             let mut needs = Needs::default();
             let used = templates
                 .body

@@ -894,6 +894,17 @@ fn a_template_compiled_in_pieces_is_the_template_compiled_whole() {
         "closed too often {{/if}} after a long plain run of text here",
         "no text between tags {{request.path}}{{request.url}}{{request.method}}{{request.path}}{{request.url}}x{{request.path}}",
         "{{request.path}} starts and ends with a tag, with a long run of plain text between {{request.url}}",
+        // Long runs of text inside blocks, set aside while the parser reads the tags.
+        "{{#each request.query.tag}}{\"tag\": \"{{this}}\", \"text\": \"a long run of plain text in a block\"}{{/each}}",
+        "{{#if request.path}}\n  a long run, then a standalone tag on a line of its own\n  {{else}}\n  the other long branch of the block, also long enough\n{{/if}}\nend",
+        "{{#if a}}  trimmed:{{~ request.path ~}}  a long run of text between trims  {{~/if}} after",
+        "{{#each a}}{{#each b}}inner: a long run of plain text, nested{{this}}another long run inside{{/each}}outer run, long enough to be set aside{{/each}}",
+        "{{#if a}}first branch with a long run{{else if b}}second branch with a long run{{else}}third branch, long run{{/if}}",
+        "{{#*inline \"row\"}}an inline partial with a long run of text{{/inline}}{{#> row}}a partial block's default text, long{{/row}}",
+        "{{#if a}}\r\nwindows lines with a long run of text\r\n{{/if}}\r\n",
+        "{{#if a}}é long run with unicode characters ü 日本 inside{{/if}}",
+        "{{#if a}}a long run of text, {{! a comment }} then another long run of text{{/if}}",
+        "{{#if a}}text with \u{e000} the mark character in it, long{{/if}}",
     ];
     for c in cases {
         let text = rewrite_paths(c);
@@ -971,4 +982,30 @@ fn a_template_is_compiled_once_however_many_calls_render_it() {
     }
     // The body and the header, each once.
     assert_eq!(compilations() - before, 2);
+}
+
+/// A large template that is one block (nothing at the top level to cut between) is
+/// compiled with the text inside the block set aside, to what the whole text gives.
+#[test]
+fn a_large_block_is_compiled_with_its_text_set_aside_to_the_same_template() {
+    let in_block =
+        |body: &str| rewrite_paths(&format!("{{{{#if request.url}}}}\n{body}\n{{{{/if}}}}"));
+    // A tenth of the 250 KB body, against the whole compile (slow whole, as above).
+    let tenth: String = {
+        let t = big_json_template();
+        let end = t[..25_000].rfind(',').expect("a comma");
+        in_block(&t[..end])
+    };
+    assert!(pieces::cuts(&tenth, pieces::PIECE).is_none(), "not cut");
+    let set_aside = pieces::compile(&tenth, pieces::PIECE).expect("compiled with its text aside");
+    assert_eq!(
+        without_positions(&set_aside),
+        without_positions(&whole(&tenth))
+    );
+    // The whole 250 KB in a block renders every expression.
+    let big = in_block(&big_json_template());
+    assert!(pieces::compile(&big, pieces::PIECE).is_some());
+    let out = render_for(&big, &http("GET", "/feed", &[], ""));
+    assert_eq!(out.matches("http://localhost:8080/images/").count(), 540);
+    assert!(serde_json::from_str::<Value>(&out).is_ok());
 }

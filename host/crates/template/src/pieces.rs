@@ -8,7 +8,8 @@
 //! costs its own length times its own tokens, and the whole stays linear. Long
 //! runs of plain text between tags (most of a JSON body) are not given to the
 //! parser at all: they become the text they are, which is what it would make of
-//! them.
+//! them. A block cannot be cut at its top level, so the inside of each block is
+//! set aside and compiled on its own, in pieces likewise (see `Aside`).
 //!
 //! A cut is made only where it cannot change what the template means: inside text
 //! at the top level (outside every tag, comment and block), between two characters
@@ -24,7 +25,7 @@
 //! start of their piece; decoy's render errors do not show them.)
 
 use handlebars::Template;
-use handlebars::template::TemplateElement;
+use handlebars::template::{TemplateElement, TemplateMapping};
 
 /// Pieces of at most about this many bytes (the cost of one piece grows with its
 /// length times its tokens; the cost of a compilation call is a few microseconds).
@@ -40,9 +41,21 @@ pub struct Cut {
     pub text: bool,
 }
 
-/// `text` compiled piece by piece, or `None` when it is short, cannot be cut
-/// safely, or a piece fails (compile it whole then).
+/// `text` compiled piece by piece, the inside of its blocks apart (see [`Aside`]);
+/// `None` when it is short, cannot be cut safely, or a piece fails (compile it
+/// whole then).
 pub fn compile(text: &str, piece: usize) -> Option<Template> {
+    let aside = Aside::of(text, piece)?;
+    if aside.parts.is_empty() {
+        return compile_cut(text, piece);
+    }
+    let mut t = compile_cut(&aside.text, piece).or_else(|| Template::compile(&aside.text).ok())?;
+    aside.put_back(&mut t)?;
+    Some(t)
+}
+
+/// `text` compiled piece by piece (see [`cuts`]).
+fn compile_cut(text: &str, piece: usize) -> Option<Template> {
     let cuts = cuts(text, piece)?;
     let mut out = Template::new();
     let first = Cut { at: 0, text: false };
@@ -138,6 +151,171 @@ pub fn cuts(text: &str, piece: usize) -> Option<Vec<Cut>> {
         i = end;
     }
     (depth == 0 && !cuts.is_empty()).then_some(cuts)
+}
+
+/// Marks where a part set aside goes (see [`Aside`]); a template holding it is not
+/// compiled this way.
+const MARK: char = '\u{E000}';
+
+/// A template with the inside of each of its blocks (each branch of it, between
+/// `{{#...}}`, `{{else}}` and `{{/...}}`) set aside and compiled on its own, in
+/// pieces too, while the template keeps a short mark, `\u{E000}<n>\u{E000}`, in
+/// its place. A block is otherwise compiled whole, and the parser's cost grows with
+/// its text's length times its tokens: a `{{#each}}` or `{{#if}}` around most of a
+/// large body would cost what the whole body did before it was cut. The part set
+/// aside starts and ends between two characters a cut may go between (see the
+/// module's documentation), so white space control and standalone tags see the
+/// same neighbours either way; its elements go where the mark ended up, in a text
+/// element of the block, joined to the text on each side.
+struct Aside {
+    text: String,
+    parts: Vec<Template>,
+}
+
+impl Aside {
+    /// `None` for a form the lexer does not follow, or a part that fails.
+    fn of(text: &str, piece: usize) -> Option<Aside> {
+        if text.contains("\\{{") || text.contains("{{{{") || text.contains(MARK) {
+            return None;
+        }
+        let b = text.as_bytes();
+        let plain = |p: usize| {
+            let ok = |c: u8| c.is_ascii_graphic() && !matches!(c, b'{' | b'}' | b'\\' | b'~');
+            ok(b[p - 1]) && ok(b[p])
+        };
+        let mut out = String::new();
+        let mut parts = Vec::new();
+        // `text[..done]` is in `out`.
+        let mut done = 0;
+        // In a branch of a block at the top level: where the branch's text first
+        // and last allows a cut.
+        let mut branch: (Option<usize>, Option<usize>) = (None, None);
+        let mut depth = 0usize;
+        let mut i = 0;
+        loop {
+            let tag = text[i..].find("{{").map_or(text.len(), |t| i + t);
+            if depth == 1 && tag > i + 1 {
+                if branch.0.is_none() {
+                    branch.0 = (i + 1..tag).find(|&p| plain(p));
+                }
+                if let Some(last) = (i + 1..tag).rev().find(|&p| plain(p)) {
+                    branch.1 = Some(last);
+                }
+            }
+            if tag == text.len() {
+                break;
+            }
+            let (end, step) = tag_end(text, tag)?;
+            let ends_branch = match step {
+                Step::Close => depth == 1,
+                Step::Same => depth == 1 && is_inverse(&text[tag..end]),
+                Step::Open => false,
+            };
+            if ends_branch {
+                if let (Some(from), Some(to)) = branch
+                    && to > from + PLAIN_RUN
+                {
+                    let part = &text[from..to];
+                    parts.push(compile(part, piece).or_else(|| Template::compile(part).ok())?);
+                    out.push_str(&text[done..from]);
+                    out.push(MARK);
+                    out.push_str(&(parts.len() - 1).to_string());
+                    out.push(MARK);
+                    done = to;
+                }
+                branch = (None, None);
+            }
+            depth = match step {
+                Step::Open => depth + 1,
+                Step::Close => depth.checked_sub(1)?,
+                Step::Same => depth,
+            };
+            i = end;
+        }
+        out.push_str(&text[done..]);
+        Some(Aside { text: out, parts })
+    }
+
+    /// Puts the parts where their marks are in `t`; `None` unless each mark is
+    /// found once, in text.
+    fn put_back(self, t: &mut Template) -> Option<()> {
+        let mut parts: Vec<Option<Template>> = self.parts.into_iter().map(Some).collect();
+        put_back(t, &mut parts)?;
+        parts.iter().all(Option::is_none).then_some(())
+    }
+}
+
+/// Whether a tag (`{{...}}`) is `{{else}}`, `{{else if ...}}` or `{{^}}`, which end a
+/// branch of their block. (A name that starts with `else` is taken for one too: it
+/// only makes one more branch.)
+fn is_inverse(tag: &str) -> bool {
+    let inner = tag[2..].trim_start().trim_start_matches('~').trim_start();
+    inner.starts_with("else") || inner.starts_with('^')
+}
+
+fn put_back(t: &mut Template, parts: &mut [Option<Template>]) -> Option<()> {
+    let elements = std::mem::take(&mut t.elements);
+    let mut mapping = std::mem::take(&mut t.mapping).into_iter();
+    for mut e in elements {
+        let at = mapping.next();
+        match &mut e {
+            TemplateElement::RawString(s) if s.contains(MARK) => {
+                let mut pieces = s.split(MARK);
+                push_text(t, pieces.next()?, at.clone());
+                while let Some(n) = pieces.next() {
+                    let part = parts.get_mut(n.parse::<usize>().ok()?)?.take()?;
+                    splice(t, part);
+                    push_text(t, pieces.next()?, at.clone());
+                }
+                continue;
+            }
+            TemplateElement::HelperBlock(ht) => {
+                for t in [&mut ht.template, &mut ht.inverse].into_iter().flatten() {
+                    put_back(t, parts)?;
+                }
+            }
+            TemplateElement::DecoratorBlock(dt) | TemplateElement::PartialBlock(dt) => {
+                if let Some(t) = &mut dt.template {
+                    put_back(t, parts)?;
+                }
+            }
+            // No template of its own (a kind added later that held one would leave
+            // its marks unfound: the template is then compiled whole).
+            _ => {}
+        }
+        t.elements.push(e);
+        t.mapping.extend(at);
+    }
+    Some(())
+}
+
+/// Appends text to `t`, joined to the text it ends with.
+fn push_text(t: &mut Template, s: &str, at: Option<TemplateMapping>) {
+    if s.is_empty() {
+        return;
+    }
+    match t.elements.last_mut() {
+        Some(TemplateElement::RawString(head)) => head.push_str(s),
+        _ => {
+            t.elements.push(TemplateElement::RawString(s.to_owned()));
+            t.mapping.extend(at);
+        }
+    }
+}
+
+/// Appends a part's elements to `t`, joining text at the seams.
+fn splice(t: &mut Template, part: Template) {
+    let mut mapping = part.mapping.into_iter();
+    for e in part.elements {
+        let at = mapping.next();
+        match e {
+            TemplateElement::RawString(s) => push_text(t, &s, at),
+            e => {
+                t.elements.push(e);
+                t.mapping.extend(at);
+            }
+        }
+    }
 }
 
 /// What a tag does to the depth of blocks.
