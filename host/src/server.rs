@@ -77,6 +77,8 @@ pub struct ServeOptions {
     /// `--webhook-threadpool-size`, `--max-pending-webhook-bytes`: webhooks sent at
     /// once, and how many may wait.
     pub webhooks: crate::webhooks::WebhookLimits,
+    /// `--max-body-file-size`: the largest file a stub's `bodyFileName` may name.
+    pub max_body_file_size: u64,
 }
 
 impl ServeOptions {
@@ -84,6 +86,7 @@ impl ServeOptions {
     pub fn parse_context(&self) -> decoy_core::mapping::ParseContext {
         decoy_core::mapping::ParseContext {
             files_dir: decoy_core::mapping::load::files_dir(&self.root_dir),
+            max_body_file_size: self.max_body_file_size,
             plugins: Some(Arc::new(decoy_plugin_host::Plugins::new(
                 Some(
                     self.plugins_dir
@@ -130,6 +133,7 @@ impl Default for ServeOptions {
             match_headers: Vec::new(),
             filenames: Default::default(),
             webhooks: Default::default(),
+            max_body_file_size: decoy_core::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
         }
     }
 }
@@ -313,8 +317,9 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let mq_root = opts.root_dir.clone();
     let plugins = ctx.plugins.clone();
     let mq_plugins = plugins.clone();
+    let max_body_file_size = opts.max_body_file_size;
     let mq_load = tokio::task::spawn_blocking(move || {
-        decoy_mq::config::load_with(&mq_root, mq_plugins.as_deref())
+        decoy_mq::config::load_with(&mq_root, mq_plugins.as_deref(), max_body_file_size)
     })
     .await
     .context("loading MQ mappings")?;
@@ -394,6 +399,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         mq_load,
         &metrics,
         plugins,
+        opts.max_body_file_size,
         Some(Arc::new(webhooks.clone())),
     )?;
     // `message` listeners publish on the MQ side's connections.

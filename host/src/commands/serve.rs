@@ -200,6 +200,11 @@ pub struct ServeArgs {
     /// render them, the rendered requests); past it new webhooks are dropped, counted.
     #[arg(long, default_value_t = decoy::webhooks::DEFAULT_MAX_PENDING_BYTES, value_name = "BYTES", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_pending_webhook_bytes: usize,
+    /// Largest file a stub's bodyFileName may name (stubs keep their bodies in
+    /// memory); a stub naming a larger one is rejected with the file's size. Files
+    /// served from __files as a web root are streamed and have no such limit.
+    #[arg(long, default_value_t = decoy_core::mapping::DEFAULT_MAX_BODY_FILE_SIZE, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    max_body_file_size: u64,
     /// No HTTP/2 on the plain port (h2c); HTTP/1.1 only.
     #[arg(long)]
     disable_http2_plain: bool,
@@ -639,6 +644,7 @@ impl ServeArgs {
                 max_pending_bytes: self.max_pending_webhook_bytes,
                 ..Default::default()
             },
+            max_body_file_size: self.max_body_file_size,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The response body: the whole body at once, a dribble of chunks on a timer, pieces
 //! arriving on a channel (a long admin answer built on a blocking thread, or the
-//! dashboard's live events), or a stream that fails (how an HTTP/2 fault resets its
-//! stream); any of them can say when hyper is done with it (a stub's webhooks wait
-//! for that).
+//! dashboard's live events), a web-root file read as it is sent, or a stream that
+//! fails (how an HTTP/2 fault resets its stream); any of them can say when hyper is
+//! done with it (a stub's webhooks wait for that).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -33,6 +33,8 @@ pub enum ResponseBody {
     Events(tokio::sync::mpsc::Receiver<Bytes>),
     /// A gRPC call's answer: its messages, then the status in trailers.
     Grpc(decoy_grpc::GrpcBody),
+    /// A file from the web root, read as it is sent.
+    File(super::webroot::FileBody),
 }
 
 impl ResponseBody {
@@ -79,6 +81,7 @@ impl Body for ResponseBody {
             ResponseBody::Then(body, _) => Pin::new(&mut **body).poll_frame(cx),
             ResponseBody::Events(rx) => rx.poll_recv(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
             ResponseBody::Grpc(b) => Pin::new(b).poll_frame(cx),
+            ResponseBody::File(b) => Pin::new(b).poll_frame(cx),
             ResponseBody::Dribble {
                 chunks,
                 interval,
@@ -107,6 +110,7 @@ impl Body for ResponseBody {
             ResponseBody::Fail | ResponseBody::Channel(_) | ResponseBody::Events(_) => false,
             ResponseBody::Then(body, _) => body.is_end_stream(),
             ResponseBody::Grpc(b) => b.is_end_stream(),
+            ResponseBody::File(b) => b.is_end_stream(),
         }
     }
 
@@ -115,6 +119,7 @@ impl Body for ResponseBody {
             ResponseBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             ResponseBody::Then(body, _) => body.size_hint(),
             ResponseBody::Grpc(b) => b.size_hint(),
+            ResponseBody::File(b) => b.size_hint(),
             _ => SizeHint::default(),
         }
     }

@@ -538,12 +538,14 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
 
     // Encode. A GET no stub matched may name a file under `__files`. It stays an unmatched
     // request in the journal and metrics, as in WireMock.
+    let mut file_body = None;
     if !matched
         && parts.method == http::Method::GET
         && let Some(root) = &services.web_root
-        && let Some(file) = root.answer(parts.uri.path()).await
+        && let Some(served) = root.answer(parts.uri.path()).await
     {
-        plan = file;
+        plan = served.plan;
+        file_body = served.body;
     }
     if !plan.delay.is_zero() {
         tokio::time::sleep(plan.delay).await;
@@ -559,7 +561,13 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
             conn.fault.arm(f);
             Response::new(ResponseBody::Full(None))
         }
-        None => render(plan, version),
+        None => {
+            let mut resp = render(plan, version);
+            if let Some(file) = file_body {
+                *resp.body_mut() = ResponseBody::File(file);
+            }
+            resp
+        }
     };
     // Hand off: the webhooks go once hyper is done with the body (the answer is out).
     match webhooks {

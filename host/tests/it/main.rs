@@ -46,4 +46,5 @@ mod responses;
 mod robustness;
 mod scale_out;
 mod stub_files;
+mod web_root;
 mod webhooks;

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 fn ctx() -> ParseContext {
     ParseContext {
         files_dir: "/nonexistent/__files".into(),
+        max_body_file_size: decoy_core::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
         plugins: None,
         global_templating: false,
     }

@@ -19,6 +19,8 @@
 //! - [`recording`]: what every recorder (HTTP, MQ) decides alike: a recorded
 //!   request's body pattern (`equalToJson`, `equalToXml`, `equalTo`, or chosen
 //!   fields), option sizes, body file extensions.
+//! - [`files`]: opening the files users name (`bodyFileName`, the web root): only
+//!   regular files, never blocking on a FIFO, and no more bytes than a limit.
 //! - [`paths`]: the check that keeps every file name decoy builds or is given inside
 //!   its folder (no `..`, no symlink leading out).
 //! - [`stub_files`]: where a stub's file goes in `mappings/` and whether it may be
@@ -48,6 +50,7 @@
 
 pub mod engine;
 pub mod filenames;
+pub mod files;
 pub mod journal;
 pub mod latency;
 pub mod mapping;

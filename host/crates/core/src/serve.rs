@@ -445,6 +445,7 @@ mod tests {
     ) -> (Serve<Arc<Sink>, Arc<Recorder>>, Arc<Metrics>) {
         let ctx = ParseContext {
             files_dir: "/nonexistent".into(),
+            max_body_file_size: crate::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
             plugins: None,
             global_templating: false,
         };

@@ -249,14 +249,14 @@ impl<S: WebhookSink + ?Sized> WebhookSink for Arc<S> {
 pub fn parse(
     obj: &Map<String, Value>,
     plugins: Option<&Plugins>,
-    files_dir: &std::path::Path,
+    files: crate::mapping::BodyFiles<'_>,
     warnings: &mut Vec<FieldError>,
 ) -> Result<Option<Webhooks>, Vec<FieldError>> {
     let mut hooks = Vec::new();
     let mut errors = Vec::new();
     let mut listeners = |key: &str, items: &[Value], warnings: &mut Vec<FieldError>| {
         for (i, item) in items.iter().enumerate() {
-            match parse_listener(item, &index(key, i), plugins, files_dir, warnings) {
+            match parse_listener(item, &index(key, i), plugins, files, warnings) {
                 Ok(Some(h)) => hooks.push(h),
                 Ok(None) => {}
                 Err(e) => errors.push(e),
@@ -316,7 +316,7 @@ fn parse_listener(
     item: &Value,
     at: &str,
     plugins: Option<&Plugins>,
-    files_dir: &std::path::Path,
+    files: crate::mapping::BodyFiles<'_>,
     warnings: &mut Vec<FieldError>,
 ) -> Result<Option<Webhook>, FieldError> {
     let Value::Object(o) = item else {
@@ -350,14 +350,7 @@ fn parse_listener(
         }
         Some(Value::String(n)) if n == MESSAGE => {
             let params = o.field("parameters").unwrap_or(&Value::Null);
-            message_from(
-                params,
-                &join(at, "parameters"),
-                plugins,
-                files_dir,
-                warnings,
-            )
-            .map(Some)
+            message_from(params, &join(at, "parameters"), plugins, files, warnings).map(Some)
         }
         Some(Value::String(n)) => {
             warnings.push(not_installed(&join(at, "name"), n));
@@ -635,7 +628,7 @@ fn message_from(
     params: &Value,
     at: &str,
     plugins: Option<&Plugins>,
-    files_dir: &std::path::Path,
+    files: crate::mapping::BodyFiles<'_>,
     warnings: &mut Vec<FieldError>,
 ) -> Result<Webhook, FieldError> {
     let Value::Object(p) = params else {
@@ -726,7 +719,7 @@ fn message_from(
     // `__files` now); text is a template, `base64Body` and a file that is not UTF-8
     // are sent as they are.
     let keys = ["body", "jsonBody", "base64Body", "bodyFileName"];
-    let body = crate::mapping::parse_body_field(p, files_dir, &keys)
+    let body = crate::mapping::parse_body_field(p, files, &keys)
         .map_err(|e| {
             let field = e.path.strip_prefix("response").unwrap_or("");
             let path = match field.strip_prefix('.') {
@@ -1093,7 +1086,10 @@ mod tests {
         let r = parse(
             v.as_object().unwrap(),
             None,
-            std::path::Path::new("/nonexistent/__files"),
+            crate::mapping::BodyFiles {
+                dir: std::path::Path::new("/nonexistent/__files"),
+                max_size: crate::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
+            },
             &mut warnings,
         );
         (r, warnings)

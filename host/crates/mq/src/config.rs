@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 pub use super::transport::Destination;
 use decoy_core::mapping::load::{Problem, StubRef, json_files, load_stub_file};
-use decoy_core::mapping::{DEFAULT_PRIORITY, parse_body_field};
+use decoy_core::mapping::{BodyFiles, DEFAULT_PRIORITY, parse_body_field};
 use decoy_matching::pattern::StringPattern;
 use decoy_spec::fields::{
     FieldError, FieldResult, as_bool, as_i64, as_object, as_str, as_u64, join, kind, show,
@@ -239,13 +239,21 @@ fn problem(file: &Path, stub: Option<StubRef>, error: FieldError) -> Problem {
 /// Reads the MQ files of `root`; a root without them gives an empty load.
 pub fn load(root: &Path) -> MqLoad {
     let ctx = decoy_core::mapping::ParseContext::for_root(root);
-    load_with(root, ctx.plugins.as_deref())
+    load_with(root, ctx.plugins.as_deref(), ctx.max_body_file_size)
 }
 
 /// [`load`], resolving plugin names (`response.transformers`) in `plugins`.
-pub fn load_with(root: &Path, plugins: Option<&decoy_plugin_host::Plugins>) -> MqLoad {
+pub fn load_with(
+    root: &Path,
+    plugins: Option<&decoy_plugin_host::Plugins>,
+    max_body_file_size: u64,
+) -> MqLoad {
     let mut out = MqLoad::default();
     let files_dir = decoy_core::mapping::load::files_dir(root);
+    let body_files = BodyFiles {
+        dir: &files_dir,
+        max_size: max_body_file_size,
+    };
     let found = CONNECTION_FILES.iter().find(|n| root.join(n).is_file());
     let connection_file = Path::new(found.unwrap_or(&CONNECTION_FILES[0]));
     if let Some(name) = found {
@@ -281,7 +289,7 @@ pub fn load_with(root: &Path, plugins: Option<&decoy_plugin_host::Plugins>) -> M
                     stub,
                     &rel,
                     index,
-                    &files_dir,
+                    body_files,
                     plugins,
                     connections,
                     warnings,
@@ -902,7 +910,7 @@ fn parse_mapping(
     v: &Value,
     rel: &Path,
     index: usize,
-    files_dir: &Path,
+    files: BodyFiles<'_>,
     plugins: Option<&decoy_plugin_host::Plugins>,
     connections: &[Connection],
     warnings: &mut Vec<FieldError>,
@@ -1065,11 +1073,11 @@ fn parse_mapping(
     }
     let response = match obj.get("response") {
         None => Some(MqResponse::default()),
-        Some(r) => parse_response(r, files_dir, plugins, warnings)
+        Some(r) => parse_response(r, files, plugins, warnings)
             .map_err(|e| errors.extend(e))
             .ok(),
     };
-    let webhooks = decoy_core::webhooks::parse(obj, plugins, files_dir, warnings)
+    let webhooks = decoy_core::webhooks::parse(obj, plugins, files, warnings)
         .map_err(|e| errors.extend(e))
         .ok()
         .flatten();
@@ -1186,7 +1194,7 @@ fn format_name(s: &str) -> Option<&'static str> {
 
 fn parse_response(
     v: &Value,
-    files_dir: &Path,
+    files: BodyFiles<'_>,
     plugins: Option<&decoy_plugin_host::Plugins>,
     warnings: &mut Vec<FieldError>,
 ) -> Result<MqResponse, Vec<FieldError>> {
@@ -1227,7 +1235,7 @@ fn parse_response(
     })());
     check((|| {
         let keys = ["text", "base64Body", "bodyFileName"];
-        if let Some(body) = parse_body_field(obj, files_dir, &keys)? {
+        if let Some(body) = parse_body_field(obj, files, &keys)? {
             out.body = body;
         }
         Ok(())

@@ -107,6 +107,8 @@ pub struct MqService {
     live: Mutex<Vec<LiveMqMapping>>,
     /// Where `response.transformers` names resolve (shared with the HTTP side).
     plugins: Option<Arc<decoy_plugin_host::Plugins>>,
+    /// The largest file `bodyFileName` may name on reload (`--max-body-file-size`).
+    max_body_file_size: u64,
     /// Sends mappings' webhooks (shared with the HTTP side).
     webhooks: Option<Arc<dyn decoy_core::webhooks::WebhookSink>>,
     /// Publishes `message` listeners' messages and the admin API's on the
@@ -232,6 +234,7 @@ impl MqService {
         load: MqLoad,
         metrics: &Arc<Metrics>,
         plugins: Option<Arc<decoy_plugin_host::Plugins>>,
+        max_body_file_size: u64,
         webhooks: Option<Arc<dyn decoy_core::webhooks::WebhookSink>>,
     ) -> anyhow::Result<Arc<MqService>> {
         // Registered whatever the files say, so the metrics show every MQ transport.
@@ -247,6 +250,7 @@ impl MqService {
         let service = Arc::new(MqService {
             counters,
             plugins,
+            max_body_file_size,
             webhooks,
             root: root.to_path_buf(),
             metrics: metrics.clone(),
@@ -311,9 +315,11 @@ impl MqService {
     /// Re-reads the MQ files and switches to them when they are clean.
     pub async fn reload(&self) {
         let root = self.root.clone();
-        let plugins = self.plugins.clone();
-        let Ok(load) =
-            tokio::task::spawn_blocking(move || config::load_with(&root, plugins.as_deref())).await
+        let (plugins, max_file) = (self.plugins.clone(), self.max_body_file_size);
+        let Ok(load) = tokio::task::spawn_blocking(move || {
+            config::load_with(&root, plugins.as_deref(), max_file)
+        })
+        .await
         else {
             return;
         };

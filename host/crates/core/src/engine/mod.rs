@@ -645,6 +645,7 @@ mod tests {
     fn engine(stubs: Vec<Value>) -> Engine {
         let ctx = ParseContext {
             files_dir: "/nonexistent".into(),
+            max_body_file_size: crate::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
             plugins: None,
             global_templating: false,
         };
@@ -762,6 +763,7 @@ mod tests {
         assert_eq!(e.scenario_state("s").unwrap(), "next");
         let ctx = ParseContext {
             files_dir: "/x".into(),
+            max_body_file_size: crate::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
             plugins: None,
             global_templating: false,
         };
@@ -857,6 +859,7 @@ mod tests {
         let e = Engine::with_shared_scenarios(fake.clone());
         let ctx = ParseContext {
             files_dir: "/nonexistent".into(),
+            max_body_file_size: crate::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
             plugins: None,
             global_templating: false,
         };

@@ -285,6 +285,7 @@ mod tests {
         use serde_json::json;
         let ctx = ParseContext {
             files_dir: "/nonexistent".into(),
+            max_body_file_size: crate::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
             plugins: None,
             global_templating: false,
         };

@@ -128,6 +128,8 @@ pub struct ResponseDef {
 pub struct ParseContext {
     /// The `__files` directory that `bodyFileName` is resolved in.
     pub files_dir: PathBuf,
+    /// The largest file `bodyFileName` may name, in bytes (`--max-body-file-size`).
+    pub max_body_file_size: u64,
     /// Where plugin names resolve; `None` refuses mappings that name a plugin.
     pub plugins: Option<Arc<decoy_plugin_host::Plugins>>,
     /// `--global-response-templating`: every stub goes through `response-template`.
@@ -135,11 +137,20 @@ pub struct ParseContext {
 }
 
 impl ParseContext {
+    /// Where `bodyFileName` is read, and how much of it.
+    pub fn body_files(&self) -> BodyFiles<'_> {
+        BodyFiles {
+            dir: &self.files_dir,
+            max_size: self.max_body_file_size,
+        }
+    }
+
     /// Plugins from `<root>/plugins` (or `plugins_dir`) and the bundled ones, with
     /// compiled code cached in the user's cache directory.
     pub fn for_root(root: &Path) -> ParseContext {
         ParseContext {
             files_dir: load::files_dir(root),
+            max_body_file_size: DEFAULT_MAX_BODY_FILE_SIZE,
             plugins: Some(Arc::new(decoy_plugin_host::Plugins::new(
                 Some(root.join("plugins")),
                 decoy_plugin_host::Plugins::default_cache_dir(),
@@ -147,6 +158,21 @@ impl ParseContext {
             global_templating: false,
         }
     }
+}
+
+/// The largest body file a stub may name unless `--max-body-file-size` says otherwise
+/// (64 MiB, as `--max-pending-webhook-bytes`). A stub holds its body in memory for as
+/// long as it is loaded, so one file (a mistaken link, a disk image) must not be able
+/// to take the memory every other stub and request needs; past it the stub is
+/// rejected with the file's size and the limit.
+pub const DEFAULT_MAX_BODY_FILE_SIZE: u64 = 64 * 1024 * 1024;
+
+/// The `__files` directory `bodyFileName` is read from, and the largest file it may
+/// name.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyFiles<'a> {
+    pub dir: &'a Path,
+    pub max_size: u64,
 }
 
 const MAPPING_FIELDS: &[&str] = &[
@@ -265,7 +291,7 @@ impl Mapping {
             .ok()
             .flatten();
         let webhooks =
-            crate::webhooks::parse(obj, ctx.plugins.as_deref(), &ctx.files_dir, warnings)
+            crate::webhooks::parse(obj, ctx.plugins.as_deref(), ctx.body_files(), warnings)
                 .map_err(|e| errors.extend(e))
                 .ok()
                 .flatten();
@@ -638,7 +664,7 @@ fn parse_body(
         return Ok(());
     }
     let keys = ["body", "jsonBody", "base64Body", "bodyFileName"];
-    if let Some(body) = parse_body_field(obj, &ctx.files_dir, &keys)? {
+    if let Some(body) = parse_body_field(obj, ctx.body_files(), &keys)? {
         out.body = body;
     }
     Ok(())
@@ -647,10 +673,11 @@ fn parse_body(
 /// The body of a `response` object (HTTP or MQ), from whichever one of `keys` it
 /// gives: `body` (a string, or any JSON value written as JSON, as WireMock does),
 /// `text` (a string), `jsonBody`, `base64Body` or `bodyFileName` (read from
-/// `files_dir`, never outside it). More than one is an error; none is `None`.
+/// `files.dir`, never outside it, a regular file of at most `files.max_size` bytes).
+/// More than one is an error; none is `None`.
 pub fn parse_body_field(
     obj: &Map<String, Value>,
-    files_dir: &Path,
+    files: BodyFiles<'_>,
     keys: &[&str],
 ) -> FieldResult<Option<Bytes>> {
     let given: Vec<(&str, &Value)> = keys
@@ -685,10 +712,20 @@ pub fn parse_body_field(
         ),
         "bodyFileName" => {
             let name = as_str(value, &path)?;
-            let file = resolve_body_file(files_dir, name).map_err(|r| FieldError::new(&path, r))?;
-            Bytes::from(std::fs::read(&file).map_err(|e| {
-                FieldError::new(&path, format!("cannot read {}: {e}", file.display()))
-            })?)
+            let file = resolve_body_file(files.dir, name).map_err(|r| FieldError::new(&path, r))?;
+            let body = crate::files::read_limited(&file, files.max_size).map_err(|e| {
+                let hint = match e {
+                    crate::files::FileError::TooLarge { .. } => {
+                        "; a stub keeps its body in memory: raise --max-body-file-size to load it"
+                    }
+                    _ => "",
+                };
+                FieldError::new(
+                    &path,
+                    format!("cannot read body file {}: {e}{hint}", file.display()),
+                )
+            })?;
+            Bytes::from(body)
         }
         _ => Bytes::from(as_str(value, &path)?.to_owned()),
     }))
@@ -711,7 +748,8 @@ pub fn resolve_body_file(files_dir: &Path, name: &str) -> Result<PathBuf, String
         }
     }
     let full = files_dir.join(rel);
-    if !full.is_file() {
+    // A folder or a FIFO exists: reading it says what it is.
+    if !full.exists() {
         return Err(format!(
             "body file {name:?} not found: __files/{name} does not exist"
         ));
@@ -779,6 +817,7 @@ mod tests {
     fn ctx() -> ParseContext {
         ParseContext {
             files_dir: PathBuf::from("/nonexistent/__files"),
+            max_body_file_size: crate::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
             plugins: None,
             global_templating: false,
         }
