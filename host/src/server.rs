@@ -79,6 +79,9 @@ pub struct ServeOptions {
     pub webhooks: crate::webhooks::WebhookLimits,
     /// `--max-body-file-size`: the largest file a stub's `bodyFileName` may name.
     pub max_body_file_size: u64,
+    /// `--mq-threads`: the threads MQ mappings are served on (default: one per core
+    /// but one, at least one).
+    pub mq_threads: Option<usize>,
 }
 
 impl ServeOptions {
@@ -134,6 +137,7 @@ impl Default for ServeOptions {
             filenames: Default::default(),
             webhooks: Default::default(),
             max_body_file_size: decoy_core::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
+            mq_threads: None,
         }
     }
 }
@@ -397,6 +401,8 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
     let mq = decoy_mq::MqService::start(
         &opts.root_dir,
         mq_load,
+        opts.mq_threads
+            .unwrap_or_else(decoy_mq::threads::default_threads),
         &metrics,
         plugins,
         opts.max_body_file_size,

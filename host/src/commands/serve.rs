@@ -183,6 +183,11 @@ pub struct ServeArgs {
     /// has the machine to itself, one per core (docs/performance.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     container_threads: Option<u32>,
+    /// Threads serving MQ mappings (default: one per core but one, at least one).
+    /// Each queue's receivers are dealt over them; a message, its reply and the
+    /// broker connections its receiver opened stay on one thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    mq_threads: Option<u32>,
     /// Which threads serve the stub ports: reuseport (a runtime per worker thread,
     /// each with its own listener on the port), dealt (a runtime per worker thread,
     /// connections dealt round-robin by one acceptor) or shared (one work-stealing
@@ -645,6 +650,7 @@ impl ServeArgs {
                 ..Default::default()
             },
             max_body_file_size: self.max_body_file_size,
+            mq_threads: self.mq_threads.map(|n| n as usize),
         }
     }
 }

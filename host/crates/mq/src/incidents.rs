@@ -1,8 +1,9 @@
 //! What went wrong while serving MQ mappings, for `GET /__admin/problems`.
 //!
 //! Mapping files have their problems when they are read; a running service has its
-//! own: a receiver or sender task that panicked (a bug, which the runtime survives by
-//! restarting the task) or an unmatched queue that neither exists nor can be created.
+//! own: a receiver task that panicked (a bug, which the runtime survives by
+//! restarting the task), or a reply that panicked while it was put (its request goes
+//! back to its queue) or an unmatched queue that neither exists nor can be created.
 //! Each kind of incident is kept once per queue, with how often it happened and the
 //! last detail, and shown as a problem of the queue's first mapping (its file and
 //! position), so it reads like the file problems beside it. The list is cleared when
@@ -19,8 +20,9 @@ use decoy_spec::fields::FieldError;
 
 use super::config::MqMapping;
 
-/// Receiver and sender tasks of one MQ transport (or a message's handling in them)
-/// that panicked and were restarted. A bug; each is listed by `/__admin/problems` too.
+/// Panics on one MQ transport: receiver tasks (or a message's handling in them) that
+/// panicked and were restarted, and replies that panicked while put or while their
+/// sender opened (`sender`). A bug; each is listed by `/__admin/problems` too.
 #[derive(Debug, Default)]
 pub struct Panics {
     pub receiver: AtomicU64,
@@ -34,7 +36,7 @@ pub struct PanicsSection(pub Vec<(&'static str, Arc<Panics>)>);
 
 impl decoy_core::metrics::Section for PanicsSection {
     fn render(&self, out: &mut String) {
-        out.push_str("# HELP decoy_mq_panics_total MQ receiver and sender tasks that panicked and were restarted (a bug: /__admin/problems says where).\n");
+        out.push_str("# HELP decoy_mq_panics_total MQ receivers, and replies being put (task=sender), that panicked and were restarted or sent back (a bug: /__admin/problems says where).\n");
         out.push_str("# TYPE decoy_mq_panics_total counter\n");
         for (transport, p) in &self.0 {
             for (task, n) in [("receiver", &p.receiver), ("sender", &p.sender)] {

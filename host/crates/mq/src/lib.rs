@@ -48,13 +48,14 @@ pub mod publish;
 pub mod record;
 pub mod retry;
 pub mod runtime;
+pub mod threads;
 pub mod transport;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 
 use config::{ConnectionKind, MqLoad};
 use decoy_core::mapping::load::Problem;
@@ -114,6 +115,8 @@ pub struct MqService {
     /// Publishes `message` listeners' messages and the admin API's on the
     /// connections (whether or not any MQ mapping is served).
     publishers: Arc<publish::Publishers>,
+    /// How many threads a runtime serves on (`--mq-threads`).
+    threads: usize,
 }
 
 /// A broker for connection `c`, knowing the mappings it serves (NATS and MQTT
@@ -228,10 +231,12 @@ pub fn check_listeners<'a>(
 impl MqService {
     /// Starts serving `load` (already read from `root`). Brokers that cannot be
     /// reached yet are retried in the background, so an HTTP mock still starts
-    /// while RabbitMQ is restarting.
+    /// while RabbitMQ is restarting. The mappings are served on `threads` threads
+    /// of their own ([`threads::MqThreads`]), started when there are mappings.
     pub fn start(
         root: &Path,
         load: MqLoad,
+        threads: usize,
         metrics: &Arc<Metrics>,
         plugins: Option<Arc<decoy_plugin_host::Plugins>>,
         max_body_file_size: u64,
@@ -260,6 +265,7 @@ impl MqService {
             incidents: Arc::default(),
             live: Mutex::new(Vec::new()),
             publishers: Arc::default(),
+            threads,
         });
         let made = publishing_brokers(&load)?;
         service
@@ -309,6 +315,8 @@ impl MqService {
             },
             self.webhooks.clone(),
             self.incidents.clone(),
+            threads::MqThreads::start(self.threads)
+                .context("starting the threads MQ mappings are served on")?,
         )))
     }
 

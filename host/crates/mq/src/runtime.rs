@@ -1,7 +1,7 @@
 //! Serving MQ mappings: receivers, and the replies each runs.
 //!
 //! For each queue that mappings listen on, `receiveThreads` receiver tasks take
-//! messages from the broker, and the queue has `sendThreads` senders (lanes) that
+//! messages from the broker (dealt over the MQ side's threads, [`MqThreads`]), and the queue has `sendThreads` senders (lanes) that
 //! put replies (the largest value among the queue's mappings; tasks and lanes, not
 //! OS threads). A receiver matches a message against the queue's mappings in
 //! priority order and runs its reply on its own task, beside its next receive
@@ -51,6 +51,7 @@ use tokio::task::JoinHandle;
 use super::config::{Connection, Correlation, MqMapping, Unmatched};
 use super::incidents::{Incidents, Panics, panic_message};
 use super::retry::{BACKOFF_MAX, BACKOFF_START, Backoff, Trouble, sleep_or_stop};
+use super::threads::MqThreads;
 use super::transport::{
     BoxFuture, Broker, Delivery, Destination, Message, Put, Receiver, Sender, Settle,
 };
@@ -286,6 +287,8 @@ pub struct MqRuntime {
     /// one would be a lock all receivers take.
     stops: Vec<watch::Sender<bool>>,
     receivers: Vec<JoinHandle<()>>,
+    /// What the receivers run on; dropped last, ending what is left on them.
+    _threads: MqThreads,
 }
 
 impl MqRuntime {
@@ -298,6 +301,7 @@ impl MqRuntime {
         metrics_for: impl Fn(&Connection) -> (Arc<TransportMetrics>, Arc<Panics>),
         webhooks: Option<Arc<dyn WebhookSink>>,
         incidents: Arc<Incidents>,
+        threads: MqThreads,
     ) -> MqRuntime {
         let mut stops = Vec::new();
         let mut receivers = Vec::new();
@@ -349,18 +353,26 @@ impl MqRuntime {
                 for _ in 0..n_recv {
                     let (stop, stop_rx) = watch::channel(false);
                     stops.push(stop);
-                    receivers.push(tokio::spawn(supervise_receiver(
-                        broker.clone(),
-                        q.clone(),
-                        recv_n,
-                        lanes.clone(),
-                        stop_rx,
-                    )));
+                    // Dealt over the threads across connections and queues.
+                    receivers.push(threads.spawn(
+                        receivers.len(),
+                        supervise_receiver(
+                            broker.clone(),
+                            q.clone(),
+                            recv_n,
+                            lanes.clone(),
+                            stop_rx,
+                        ),
+                    ));
                     recv_n += 1;
                 }
             }
         }
-        MqRuntime { stops, receivers }
+        MqRuntime {
+            stops,
+            receivers,
+            _threads: threads,
+        }
     }
 
     /// Stops receiving, lets replies already on their way be sent, and returns within
@@ -1082,6 +1094,7 @@ mod tests {
             move |_| (m.clone(), p.clone()),
             webhooks,
             incidents.clone(),
+            MqThreads::current(),
         );
         (broker, rt, metrics, panics, incidents)
     }

@@ -466,6 +466,7 @@ fn serve(fake: &Shared, mappings: &[serde_json::Value]) -> MqRuntime {
         move |_| (metrics.clone(), Arc::default()),
         None,
         Arc::default(),
+        crate::threads::MqThreads::current(),
     )
 }
 
@@ -791,6 +792,7 @@ fn serve_root(fake: &Shared, root: &std::path::Path) -> MqRuntime {
         move |_| (metrics.clone(), Arc::default()),
         None,
         Arc::default(),
+        crate::threads::MqThreads::current(),
     )
 }
 
@@ -1093,6 +1095,7 @@ async fn an_ibm_mq_request_gets_its_reply_and_an_event_on_another_ibm_mq_queue()
         move |_| (metrics.clone(), Arc::default()),
         Some(Arc::new(sink) as Arc<dyn decoy_core::webhooks::WebhookSink>),
         Arc::default(),
+        crate::threads::MqThreads::current(),
     );
     let r = request(3, "<order id='3'/>", "APP.REPLY");
     lock(&fake).queue("DEV.QUEUE.1").push_back(r);
