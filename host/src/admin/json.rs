@@ -191,7 +191,7 @@ pub fn serve_event(e: &ServeEvent) -> Value {
     let stub = mapping(m);
     // As the real service sent them, or as the stub writes them.
     let case = match &e.response_header_case {
-        Some(case) => Some(std::borrow::Cow::Borrowed(case)),
+        Some(case) => Some(std::borrow::Cow::Borrowed(&**case)),
         None if !e.proxied => Some(std::borrow::Cow::Owned(written_header_case(&stub))),
         None => None,
     };

@@ -100,8 +100,9 @@ pub struct ServeEvent {
     /// fewer, measured in docs/performance.md).
     pub response_headers: Option<Arc<[(HeaderName, HeaderValue)]>>,
     /// How the real service spelled the answer's header names, for a proxied answer
-    /// read over HTTP/1 (`None`: not known, the names show as they are held).
-    pub response_header_case: Option<HeaderCase>,
+    /// read over HTTP/1 (`None`: not known, the names show as they are held). Boxed:
+    /// only proxied entries have one, and every entry carries the field.
+    pub response_header_case: Option<Box<HeaderCase>>,
     pub response_body: Option<Bytes>,
     pub added_delay: Duration,
     /// Request read to response handed to the transport, without the added delay.
@@ -135,7 +136,7 @@ impl ServeEvent {
     /// them (lower case).
     pub fn response_case(&self) -> Option<Cow<'_, HeaderCase>> {
         match (&self.response_header_case, &self.mapping) {
-            (Some(case), _) => Some(Cow::Borrowed(case)),
+            (Some(case), _) => Some(Cow::Borrowed(&**case)),
             (None, Some(m)) if !self.proxied => Some(Cow::Owned(m.header_case())),
             _ => None,
         }

@@ -369,7 +369,7 @@ impl<W: WebhookSink, R: Recording> Serve<W, R> {
                 proxied,
                 status: plan.status,
                 response_headers: Some(plan.headers.clone()),
-                response_header_case: upstream_case,
+                response_header_case: upstream_case.map(Box::new),
                 response_body: Some(plan.body.clone()),
                 added_delay: plan.delay,
                 process_time,

@@ -103,8 +103,10 @@ pub fn check<'a>(
             continue;
         };
         let response = &m.response;
-        let named = response
-            .headers
+        // The stub's headers live in `served_headers` once it is built (with
+        // Matched-Stub-Id and -Name after them).
+        let named = m
+            .served_headers
             .iter()
             .find(|(k, _)| k.as_str() == status::STATUS_NAME)
             .map(|(_, v)| String::from_utf8_lossy(v.as_bytes()).into_owned());

@@ -36,6 +36,15 @@ pub struct RequestSnapshot {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub client_addr: Option<SocketAddr>,
+    /// Boxed and built on first use: most requests never need these, and the journal
+    /// keeps 10,000 snapshots, each of which would otherwise carry four empty cells
+    /// (112 bytes more an entry).
+    derived: OnceLock<Box<Derived>>,
+}
+
+/// The views of a request that are computed on first use (see [`RequestSnapshot`]).
+#[derive(Debug, Default)]
+struct Derived {
     query: OnceLock<Vec<(String, String)>>,
     cookies: OnceLock<Vec<(String, String)>>,
     form: OnceLock<Vec<(String, String)>>,
@@ -63,11 +72,12 @@ impl RequestSnapshot {
             headers: HeaderMap::new(),
             body: Bytes::new(),
             client_addr: None,
-            query: OnceLock::new(),
-            cookies: OnceLock::new(),
-            form: OnceLock::new(),
-            multipart: OnceLock::new(),
+            derived: OnceLock::new(),
         }
+    }
+
+    fn derived(&self) -> &Derived {
+        self.derived.get_or_init(Box::default)
     }
 
     pub fn with_headers(mut self, headers: HeaderMap) -> Self {
@@ -84,23 +94,34 @@ impl RequestSnapshot {
     /// answered (the journal). A transport's header values and small bodies are
     /// slices of its connection's read buffer (8 KiB or more): keeping them would
     /// keep that whole buffer alive and make the connection allocate a new one for
-    /// its next request. Here header values share one exact-size buffer and a body up
-    /// to 64 KiB is copied (a larger one has an allocation of its own anyway).
+    /// its next request. Here header values share one exact-size buffer (a lone value
+    /// is copied by itself) and a body up to 64 KiB is copied (a larger one has an allocation of its own anyway).
     pub fn into_compact(self) -> RequestSnapshot {
-        let total: usize = self.headers.values().map(|v| v.len()).sum();
-        let mut buf = bytes::BytesMut::with_capacity(total);
-        for v in self.headers.values() {
-            buf.extend_from_slice(v.as_bytes());
-        }
-        let buf = buf.freeze();
         let mut headers = HeaderMap::with_capacity(self.headers.len());
-        let mut at = 0;
-        for (name, v) in &self.headers {
-            let end = at + v.len();
-            let value = http::HeaderValue::from_maybe_shared(buf.slice(at..end))
-                .unwrap_or_else(|_| v.clone());
-            headers.append(name.clone(), value);
-            at = end;
+        if self.headers.len() == 1 {
+            // One value copied alone is one allocation; a shared buffer would be two
+            // (the buffer and its reference count, once sliced).
+            for (name, v) in &self.headers {
+                let value =
+                    http::HeaderValue::from_maybe_shared(Bytes::copy_from_slice(v.as_bytes()))
+                        .unwrap_or_else(|_| v.clone());
+                headers.append(name.clone(), value);
+            }
+        } else {
+            let total: usize = self.headers.values().map(|v| v.len()).sum();
+            let mut buf = bytes::BytesMut::with_capacity(total);
+            for v in self.headers.values() {
+                buf.extend_from_slice(v.as_bytes());
+            }
+            let buf = buf.freeze();
+            let mut at = 0;
+            for (name, v) in &self.headers {
+                let end = at + v.len();
+                let value = http::HeaderValue::from_maybe_shared(buf.slice(at..end))
+                    .unwrap_or_else(|_| v.clone());
+                headers.append(name.clone(), value);
+                at = end;
+            }
         }
         let body = if self.body.len() <= 64 * 1024 {
             Bytes::copy_from_slice(&self.body)
@@ -164,7 +185,7 @@ impl RequestSnapshot {
 
     /// Decoded query parameters in order of appearance (a name may repeat).
     pub fn query(&self) -> &[(String, String)] {
-        self.query.get_or_init(|| match self.raw_query() {
+        self.derived().query.get_or_init(|| match self.raw_query() {
             Some(q) => form_urlencoded::parse(q.as_bytes()).into_owned().collect(),
             None => Vec::new(),
         })
@@ -194,7 +215,7 @@ impl RequestSnapshot {
 
     /// Cookies from every `Cookie` header.
     pub fn cookies(&self) -> &[(String, String)] {
-        self.cookies.get_or_init(|| {
+        self.derived().cookies.get_or_init(|| {
             let mut out = Vec::new();
             for value in self.headers.get_all(http::header::COOKIE) {
                 let text = String::from_utf8_lossy(value.as_bytes());
@@ -213,13 +234,14 @@ impl RequestSnapshot {
 
     /// Fields of an `application/x-www-form-urlencoded` body.
     pub fn form(&self) -> &[(String, String)] {
-        self.form
+        self.derived()
+            .form
             .get_or_init(|| form_urlencoded::parse(&self.body).into_owned().collect())
     }
 
     /// Parts of a `multipart/*` body; empty when the request is not multipart.
     pub fn parts(&self) -> &[Part] {
-        self.multipart.get_or_init(|| {
+        self.derived().multipart.get_or_init(|| {
             let Some(ct) = self.header("content-type") else {
                 return Vec::new();
             };

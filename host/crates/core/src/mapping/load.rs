@@ -208,7 +208,7 @@ pub(crate) fn serve_missing_body_file(out: &mut super::ResponseDef, name: &str) 
     out.body = bytes::Bytes::from(format!(
         "<html>\n<head>\n<meta http-equiv=\"Content-Type\" content=\"text/html;charset=ISO-8859-1\"/>\n<title>Error 500 {message}</title>\n</head>\n<body><h2>HTTP ERROR 500 {message}</h2>\n<table>\n<tr><th>STATUS:</th><td>500</td></tr>\n<tr><th>MESSAGE:</th><td>{message}</td></tr>\n</table>\n\n</body>\n</html>\n"
     ));
-    out.headers = std::sync::Arc::from(vec![
+    out.headers = Box::from(vec![
         (
             HeaderName::from_static("cache-control"),
             HeaderValue::from_static("must-revalidate,no-cache,no-store"),

@@ -120,7 +120,10 @@ pub struct ResponseDef {
     pub dribble: Option<ChunkedDribble>,
     /// Plugins that build the response from the request (`transformers`).
     pub transformers: crate::plugins::Transformers,
-    pub headers: Arc<[(HeaderName, HeaderValue)]>,
+    /// `headers` as parsed. Building the [`Mapping`] moves them into
+    /// [`Mapping::served_headers`] (so a built mapping's are empty): one copy of each
+    /// stub's headers instead of two (128 bytes a stub, 1.2 MiB with 10,000).
+    pub headers: Box<[(HeaderName, HeaderValue)]>,
 }
 
 /// What parsing needs to know besides the JSON.
@@ -299,7 +302,7 @@ impl Mapping {
         match (request, response, errors.is_empty()) {
             (Some(request), Some(mut response), true) => {
                 let id = id.unwrap_or_else(|| derived_id(source.as_ref(), v));
-                let mut served: Vec<_> = response.headers.to_vec();
+                let mut served = std::mem::take(&mut response.headers).into_vec();
                 for (header, value) in [
                     ("matched-stub-id", Some(&id)),
                     ("matched-stub-name", name.as_ref()),
@@ -421,7 +424,7 @@ fn default_response() -> ResponseDef {
     ResponseDef {
         status: 200,
         status_message: None,
-        headers: Arc::from(Vec::new()),
+        headers: Box::default(),
         body: Bytes::new(),
         fixed_delay: Duration::ZERO,
         delay_distribution: None,
@@ -635,7 +638,7 @@ fn parse_headers(obj: &Map<String, Value>, out: &mut ResponseDef) -> FieldResult
             list.push((header.clone(), hv));
         }
     }
-    out.headers = Arc::from(list);
+    out.headers = list.into_boxed_slice();
     Ok(())
 }
 
@@ -843,7 +846,8 @@ mod tests {
         .unwrap();
         assert_eq!(m.priority, 1);
         assert_eq!(m.response.status, 201);
-        assert_eq!(m.response.headers.len(), 3);
+        // The three written, then Matched-Stub-Id and Matched-Stub-Name.
+        assert_eq!(m.served_headers.len(), 5);
         assert_eq!(&m.response.body[..], br#"{"id":1}"#);
         assert_eq!(m.response.fixed_delay, Duration::from_millis(10));
     }

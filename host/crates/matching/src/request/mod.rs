@@ -73,6 +73,15 @@ use query::Query;
 pub struct RequestPattern {
     pub method: Method,
     pub url: UrlMatcher,
+    /// Every other part, boxed, and `None` when the stub says nothing about any of
+    /// them (most stubs: a method and a URL): ten empty parts take about 200 bytes,
+    /// which 10,000 stubs would each carry. Read through [`RequestPattern::others`].
+    others: Option<Box<Others>>,
+}
+
+/// The parts of a [`RequestPattern`] besides the method and the URL.
+#[derive(Debug)]
+struct Others {
     path_params: PathParams,
     scheme: Scheme,
     host: Host,
@@ -85,6 +94,83 @@ pub struct RequestPattern {
     multipart: Multipart,
     /// `customMatcher`: asked last, after everything else matched.
     custom: CustomMatcher,
+}
+
+impl Others {
+    /// The parts, in matching's order.
+    fn parts(&self) -> [&dyn Part; 10] {
+        [
+            &self.path_params,
+            &self.scheme,
+            &self.port,
+            &self.host,
+            &self.headers,
+            &self.query,
+            &self.cookies,
+            &self.form,
+            &self.body,
+            &self.multipart,
+        ]
+    }
+
+    fn constrains(&self) -> bool {
+        self.parts().iter().any(|p| p.constrains()) || self.custom.get().is_some()
+    }
+}
+
+/// What a stub that names none of the other parts has: the same parts, parsed from
+/// an empty object, so such a stub is matched, scored and reported exactly as one
+/// holding them.
+static NO_OTHERS: std::sync::LazyLock<Others> = std::sync::LazyLock::new(|| {
+    let empty = serde_json::Map::new();
+    let url = UrlMatcher::parse(&empty, "request").expect("an empty URL matcher parses");
+    let others =
+        Others::parse(&empty, "request", &url, None, &mut Vec::new()).expect("empty parts parse");
+    debug_assert!(!others.constrains());
+    others
+});
+
+impl Others {
+    fn parse(
+        obj: &serde_json::Map<String, Value>,
+        path: &str,
+        url: &UrlMatcher,
+        resolver: Option<&dyn CustomMatchers>,
+        warnings: &mut Vec<FieldError>,
+    ) -> FieldResult<Others> {
+        let custom = CustomMatcher::parse(obj, path, resolver, warnings)?;
+        Others::parse_with_custom(obj, path, url, custom)
+    }
+
+    /// In the order the parts were parsed before they were boxed (the first error
+    /// found is the one reported).
+    fn parse_with_custom(
+        obj: &serde_json::Map<String, Value>,
+        path: &str,
+        url: &UrlMatcher,
+        custom: CustomMatcher,
+    ) -> FieldResult<Others> {
+        let path_params = PathParams::parse(obj, path, url)?;
+        let headers = Headers::parse(obj, path)?;
+        let port = Port::parse(obj, path)?;
+        let scheme = Scheme::parse(obj, path)?;
+        let host = Host::parse(obj, path)?;
+        let body = Body::parse(obj, path)?;
+        let multipart = Multipart::parse(obj, path)?;
+        Ok(Others {
+            path_params,
+            scheme,
+            host,
+            port,
+            headers,
+            query: Query::parse(obj, path)?,
+            form: Form::parse(obj, path)?,
+            cookies: Cookies::parse(obj, path)?,
+            body,
+            multipart,
+            custom,
+        })
+    }
 }
 
 impl RequestPattern {
@@ -136,28 +222,17 @@ impl RequestPattern {
         warn_unknown(obj, path, &known, &[], warnings);
         let method = Method::parse(obj, path)?;
         let url = UrlMatcher::parse(obj, path)?;
-        let path_params = PathParams::parse(obj, path, &url)?;
-        let headers = Headers::parse(obj, path)?;
-        let port = Port::parse(obj, path)?;
-        let scheme = Scheme::parse(obj, path)?;
-        let host = Host::parse(obj, path)?;
-        let body = Body::parse(obj, path)?;
-        let multipart = Multipart::parse(obj, path)?;
+        let others = Others::parse_with_custom(obj, path, &url, custom)?;
         Ok(RequestPattern {
             method,
             url,
-            path_params,
-            scheme,
-            host,
-            port,
-            headers,
-            query: Query::parse(obj, path)?,
-            form: Form::parse(obj, path)?,
-            cookies: Cookies::parse(obj, path)?,
-            body,
-            multipart,
-            custom,
+            others: others.constrains().then(|| Box::new(others)),
         })
+    }
+
+    /// The parts besides the method and the URL (empty ones when the stub names none).
+    fn others(&self) -> &Others {
+        self.others.as_deref().unwrap_or(&NO_OTHERS)
     }
 
     /// Does `req` match? A custom matcher that fails counts as no match; the engine
@@ -197,20 +272,24 @@ impl RequestPattern {
         if !url_checked && !self.url.matches(req) {
             return Ok(false);
         }
-        let rest = self.path_params.matches(req)
-            && self.scheme.matches(req)
-            && self.port.matches(req)
-            && self.host.matches(req)
-            && self.headers.matches(req)
-            && self.query.matches(req)
-            && self.cookies.matches(req)
-            && self.form.matches(req)
-            && self.body.matches(req)
-            && self.multipart.matches(req);
+        let Some(o) = self.others.as_deref() else {
+            // No other part: nothing more to check (`NO_OTHERS` matches every request).
+            return Ok(true);
+        };
+        let rest = o.path_params.matches(req)
+            && o.scheme.matches(req)
+            && o.port.matches(req)
+            && o.host.matches(req)
+            && o.headers.matches(req)
+            && o.query.matches(req)
+            && o.cookies.matches(req)
+            && o.form.matches(req)
+            && o.body.matches(req)
+            && o.multipart.matches(req);
         if !rest {
             return Ok(false);
         }
-        self.custom.try_matches(req, || self.path_parameters(req))
+        o.custom.try_matches(req, || self.path_parameters(req))
     }
 
     /// `urlPathTemplate` variables of `req` (none for other URL matchers).
@@ -218,32 +297,16 @@ impl RequestPattern {
         self.url.path_parameters(req)
     }
 
-    /// The parts besides the method and the URL, in matching's order.
-    fn others(&self) -> [&dyn Part; 10] {
-        [
-            &self.path_params,
-            &self.scheme,
-            &self.port,
-            &self.host,
-            &self.headers,
-            &self.query,
-            &self.cookies,
-            &self.form,
-            &self.body,
-            &self.multipart,
-        ]
-    }
-
     /// Whether the method and the URL are all it matches on (no path parameter,
     /// scheme, host, port, header, query, form, cookie, body, multipart or custom
     /// matcher): then a caller that has decided those two has decided the match.
     pub fn only_method_and_url(&self) -> bool {
-        !self.others().iter().any(|p| p.constrains()) && self.custom.get().is_none()
+        self.others.is_none()
     }
 
     /// The `customMatcher` (a plugin's), if the stub has one.
     pub fn custom_matcher(&self) -> Option<&dyn CustomMatch> {
-        self.custom.get()
+        self.others.as_deref().and_then(|o| o.custom.get())
     }
 
     /// Whether the URL matcher accepts `req`: all of matching for a stub that [only
@@ -258,31 +321,32 @@ impl RequestPattern {
     pub fn near_miss_distance(&self, req: &RequestSnapshot) -> f64 {
         // `clientIp`, which decoy's stubs do not have: always a match, still weighed.
         let client_ip = Score::EXACT;
+        let o = self.others();
         let mut parts: Vec<(Score, f64)> = Vec::with_capacity(13);
         parts.extend([
-            (self.scheme.score(req), 3.0),
-            (self.host.score(req), 10.0),
-            (self.port.score(req), 10.0),
+            (o.scheme.score(req), 3.0),
+            (o.host.score(req), 10.0),
+            (o.port.score(req), 10.0),
             (client_ip, 3.0),
             (self.url.score(req), 10.0),
             (self.method.score(req), 3.0),
         ]);
         if parts.iter().all(|(s, _)| s.exact) {
             let rest: [&dyn Part; 7] = [
-                &self.path_params,
-                &self.headers,
-                &self.query,
-                &self.form,
-                &self.cookies,
-                &self.body,
-                &self.multipart,
+                &o.path_params,
+                &o.headers,
+                &o.query,
+                &o.form,
+                &o.cookies,
+                &o.body,
+                &o.multipart,
             ];
             parts.extend(rest.iter().map(|p| (p.score(req), 1.0)));
         }
         let weights: f64 = parts.iter().map(|(_, w)| w).sum();
         let distance = parts.iter().map(|(s, w)| s.distance * w).sum::<f64>() / weights;
         let exact = parts.iter().all(|(s, _)| s.exact);
-        self.custom
+        o.custom
             .distance(distance, exact, req, || self.path_parameters(req))
     }
 
@@ -291,30 +355,25 @@ impl RequestPattern {
     /// needs the engine's state, is the caller's to add.
     pub fn report_rows(&self, req: &RequestSnapshot) -> Vec<ReportRow> {
         let mut rows = Vec::new();
-        let head: [&dyn Part; 5] = [
-            &self.host,
-            &self.port,
-            &self.scheme,
-            &self.method,
-            &self.url,
-        ];
+        let o = self.others();
+        let head: [&dyn Part; 5] = [&o.host, &o.port, &o.scheme, &self.method, &self.url];
         for part in head {
             part.report(req, &mut rows);
         }
         rows.push(ReportRow::spacer());
         let sections: [&dyn Part; 7] = [
-            &self.headers,
-            &self.path_params,
-            &self.query,
-            &self.form,
-            &self.cookies,
-            &self.body,
-            &self.multipart,
+            &o.headers,
+            &o.path_params,
+            &o.query,
+            &o.form,
+            &o.cookies,
+            &o.body,
+            &o.multipart,
         ];
         for part in sections {
             part.report(req, &mut rows);
         }
-        self.custom
+        o.custom
             .report(req, || self.path_parameters(req), &mut rows);
         rows
     }
