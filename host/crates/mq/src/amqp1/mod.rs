@@ -30,6 +30,10 @@
 //! TLS (`amqps://`) is rustls with the *ring* provider and the system's trust store
 //! (plus `caCertificateFile`), set up here rather than by fe2o3's own `rustls`
 //! feature, which would bring in a second crypto provider (aws-lc) beside lapin's.
+//! A certificate refused in the handshake and a login the broker refused are said
+//! in words a user acts on ([`tls_failed`], [`open_failed`]): what fe2o3 and rustls
+//! say alone (`SASL error code Auth`, `UnknownIssuer`) names neither the credentials
+//! nor `caCertificateFile`.
 
 pub mod config;
 pub mod convert;
@@ -37,7 +41,7 @@ pub mod convert;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fe2o3_amqp::connection::ConnectionHandle;
+use fe2o3_amqp::connection::{ConnectionHandle, OpenError};
 use fe2o3_amqp::link::delivery::DeliveryInfo;
 use fe2o3_amqp::link::receiver::{CreditMode, ReceiverDisposer};
 use fe2o3_amqp::sasl_profile::SaslProfile;
@@ -45,6 +49,7 @@ use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp::types::definitions::{ReceiverSettleMode, SenderSettleMode};
 use fe2o3_amqp::types::messaging::{Body, Outcome, Source, Target};
 use fe2o3_amqp::types::primitives::Value;
+use fe2o3_amqp::types::sasl::SaslCode;
 use fe2o3_amqp::{Connection, Sendable, Session};
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
@@ -163,12 +168,15 @@ impl Amqp1Broker {
                 Some(tls) => {
                     let name = rustls::pki_types::ServerName::try_from(self.config.host.clone())
                         .map_err(|e| failed(&e))?;
-                    let stream = tls.connect(name, tcp).await.map_err(|e| failed(&e))?;
+                    let stream = tls
+                        .connect(name, tcp)
+                        .await
+                        .map_err(|e| failed(&tls_failed(&e, self.config.ca_file.as_deref())))?;
                     builder.open_with_stream(stream).await
                 }
                 None => builder.open_with_stream(tcp).await,
             }
-            .map_err(|e| failed(&e))?;
+            .map_err(|e| failed(&open_failed(&e, &self.config.sasl)))?;
             let session = match Session::begin(&mut connection).await {
                 Ok(s) => s,
                 Err(e) => {
@@ -227,6 +235,60 @@ fn not_found(e: &impl std::fmt::Debug) -> bool {
     format!("{e:?}").contains("NotFound")
 }
 
+/// Why the TLS handshake failed, saying which authorities decoy trusts when the
+/// broker's certificate was signed by another (a private CA not given in
+/// `caCertificateFile`), which rustls alone says as `UnknownIssuer`.
+fn tls_failed(e: &std::io::Error, ca_file: Option<&std::path::Path>) -> String {
+    use rustls::{CertificateError, Error as TlsError};
+    match e.get_ref().and_then(|e| e.downcast_ref::<TlsError>()) {
+        Some(TlsError::InvalidCertificate(CertificateError::UnknownIssuer)) => {
+            let trusted = match ca_file {
+                Some(path) => format!(
+                    "neither in the system's trust store nor in caCertificateFile {}",
+                    path.display()
+                ),
+                None => "not in the system's trust store; name its PEM file in caCertificateFile"
+                    .to_owned(),
+            };
+            format!(
+                "the broker's certificate was refused in the TLS handshake ({e}): the authority that signed it is {trusted}"
+            )
+        }
+        Some(TlsError::InvalidCertificate(_)) => {
+            format!("the broker's certificate was refused in the TLS handshake: {e}")
+        }
+        _ => format!("the TLS handshake failed: {e}"),
+    }
+}
+
+/// Why the AMQP connection could not be opened. A login the broker refused is said
+/// as such, naming the user: RabbitMQ answers a wrong password with the SASL outcome
+/// `auth` and no other word, which fe2o3 shows as `SASL error code Auth`.
+fn open_failed(e: &OpenError, sasl: &config::Sasl) -> String {
+    match e {
+        OpenError::SaslError {
+            code,
+            additional_data,
+        } => {
+            let said = additional_data
+                .as_ref()
+                .map(|d| format!(": {}", String::from_utf8_lossy(d)))
+                .unwrap_or_default();
+            match (code, sasl) {
+                (SaslCode::Auth, config::Sasl::Plain { username, .. }) => format!(
+                    "the broker refused the credentials of user {username:?} (SASL PLAIN, outcome auth{said}): check the user and password in the uri"
+                ),
+                (SaslCode::Auth, config::Sasl::Anonymous) => format!(
+                    "the broker refused an anonymous login (SASL ANONYMOUS, outcome auth{said}): put a user and password in the uri"
+                ),
+                _ => format!("the broker's SASL login failed (outcome {code:?}{said})"),
+            }
+        }
+        OpenError::Io(e) => e.to_string(),
+        other => other.to_string(),
+    }
+}
+
 fn tls_connector(c: &Amqp1Config) -> anyhow::Result<tokio_rustls::TlsConnector> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
@@ -234,12 +296,22 @@ fn tls_connector(c: &Amqp1Config) -> anyhow::Result<tokio_rustls::TlsConnector> 
     }
     if let Some(path) = &c.ca_file {
         use rustls::pki_types::pem::PemObject as _;
-        let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
-            .map_err(|e| anyhow::anyhow!("caCertificateFile {}: {e}", path.display()))?;
+        let bad = |e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("caCertificateFile {}: {e}", path.display())
+        };
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(path).map_err(|e| bad(&e))?;
+        let mut added = 0;
         for cert in certs {
-            let cert =
-                cert.map_err(|e| anyhow::anyhow!("caCertificateFile {}: {e}", path.display()))?;
-            roots.add(cert)?;
+            roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+            added += 1;
+        }
+        // A key or some other PEM file given by mistake would otherwise trust
+        // nothing more, and be noticed only as refused handshakes.
+        if added == 0 {
+            anyhow::bail!(
+                "caCertificateFile {} holds no certificate (a PEM file of \"BEGIN CERTIFICATE\" blocks)",
+                path.display()
+            );
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -676,6 +748,65 @@ impl Sender for Amqp1Sender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_login_names_the_user_and_says_what_to_check_without_the_password() {
+        let refused = OpenError::SaslError {
+            code: SaslCode::Auth,
+            additional_data: None,
+        };
+        let plain = config::Sasl::Plain {
+            username: "guest".into(),
+            password: "hunter2".into(),
+        };
+        let said = open_failed(&refused, &plain);
+        assert_eq!(
+            said,
+            "the broker refused the credentials of user \"guest\" (SASL PLAIN, outcome auth): check the user and password in the uri"
+        );
+        let anonymous = open_failed(&refused, &config::Sasl::Anonymous);
+        assert!(anonymous.contains("anonymous login"), "{anonymous}");
+    }
+
+    #[test]
+    fn a_certificate_of_an_unknown_authority_says_which_authorities_are_trusted() {
+        let unknown = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        let said = tls_failed(&unknown, None);
+        assert!(
+            said.contains("UnknownIssuer")
+                && said.ends_with(
+                    "not in the system's trust store; name its PEM file in caCertificateFile"
+                ),
+            "{said}"
+        );
+        let said = tls_failed(&unknown, Some(std::path::Path::new("ca.pem")));
+        assert!(said.ends_with("nor in caCertificateFile ca.pem"), "{said}");
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("server.key");
+        std::fs::write(
+            &key,
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let mut warnings = Vec::new();
+        let data = serde_json::json!({"uri": "amqps://127.0.0.1", "caCertificateFile": key});
+        let config = config::parse(data.as_object().unwrap(), "[0]", &mut warnings).unwrap();
+        let e = Amqp1Broker::new(config).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "caCertificateFile {} holds no certificate (a PEM file of \"BEGIN CERTIFICATE\" blocks)",
+                key.display()
+            )
+        );
+    }
 
     #[test]
     fn a_topic_is_addressed_as_rabbitmq_writes_topics_unless_it_is_an_address() {
