@@ -58,7 +58,7 @@ if ! (echo > /dev/tcp/127.0.0.1/1883) 2>/dev/null; then
 fi
 echo "Mosquitto is up"
 
-log "Redis, HAProxy and a container engine for the scale-out and image tests (Debian packages)"
+log "Redis, HAProxy and a container engine for the scale-out, AMQP 1.0 TLS and image tests (Debian packages)"
 need_apt=""
 for pkg in redis-server haproxy podman runc; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt="$need_apt $pkg"

@@ -4,7 +4,7 @@
 //! `fe2o3-amqp`; `tests/amqp1-compat.py` does the same with Qpid Proton, a client of
 //! other authors. Queues are made and deleted over AMQP 0-9-1 (lapin), each test's
 //! own, and the tests hold the AMQP tests' lock, since one of these makes the broker
-//! drop every connection.
+//! drop every connection. `broker_auth` uses the client here for AMQP 1.0 over TLS.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -22,7 +22,7 @@ const URI: &str = "amqp://guest:guest@127.0.0.1:5672";
 
 /// Runs a test's steps with a deadline, so a broker that stops answering (another
 /// test suite restarting it) fails the test instead of hanging it.
-async fn within(limit: Duration, steps: impl std::future::Future<Output = ()>) {
+pub(crate) async fn within(limit: Duration, steps: impl std::future::Future<Output = ()>) {
     if tokio::time::timeout(limit, steps).await.is_err() {
         panic!("the test did not finish in {limit:?}: is the broker answering?");
     }
@@ -30,14 +30,14 @@ async fn within(limit: Duration, steps: impl std::future::Future<Output = ()>) {
 
 /// A client connection: a session with a sender to the request queue and a
 /// receiver on the reply queue.
-struct Client {
+pub(crate) struct Client {
     _conn: fe2o3_amqp::connection::ConnectionHandle<()>,
     _session: fe2o3_amqp::session::SessionHandle<()>,
-    sender: Sender,
+    pub sender: Sender,
     receiver: Receiver,
 }
 
-async fn client(req_q: &str, reply_q: &str) -> Client {
+pub(crate) async fn client(req_q: &str, reply_q: &str) -> Client {
     let mut conn = Connection::open(format!("decoy-test-{}", uuid::Uuid::new_v4()), URI)
         .await
         .unwrap_or_else(|e| {
@@ -62,7 +62,7 @@ async fn client(req_q: &str, reply_q: &str) -> Client {
 }
 
 /// A request: a text body, a reply-to address, ids and application properties.
-fn request(
+pub(crate) fn request(
     body: &str,
     reply_q: &str,
     id: Option<MessageId>,
@@ -92,7 +92,7 @@ fn request(
     }
 }
 
-fn text_of(body: &Body<Value>) -> String {
+pub(crate) fn text_of(body: &Body<Value>) -> String {
     match body {
         Body::Value(AmqpValue(Value::String(s))) => s.clone(),
         Body::Data(batch) => batch
@@ -143,7 +143,7 @@ fn root(req_q: &str, unmatched_q: &str, extra: serde_json::Value) -> tempfile::T
 }
 
 /// Asks until `want` replies are in, collecting them by correlation id.
-async fn replies(
+pub(crate) async fn replies(
     c: &mut Client,
     want: usize,
     wait: Duration,

@@ -2,89 +2,31 @@
 //! TLS and credentials against brokers the tests start themselves (never the
 //! machine's shared ones): a private Mosquitto with a TLS listener that wants a user
 //! from its password file, and private nats-servers, one with TLS and users, one
-//! with a token. The certificates are made for the test with the `openssl` CLI (a
-//! CA and a server certificate for 127.0.0.1), and decoy trusts them through
-//! `caFile` / `tlsCaFile`. Each broker is also given wrong credentials by a second
-//! connection, which must be refused and said, naming the connection.
+//! with a token. AMQP 1.0 reaches the machine's RabbitMQ (whose configuration stays
+//! as it is) through an HAProxy of the test's own that terminates TLS in front of it.
+//! The certificates are made for the test with the `openssl` CLI (a CA and a server
+//! certificate for 127.0.0.1), and decoy trusts them through `caFile` / `tlsCaFile` /
+//! `caCertificateFile`; an AMQP 1.0 connection without it must be refused. Each
+//! broker is also given wrong credentials by a second connection, which must be
+//! refused and said, naming the connection.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::collections::BTreeMap;
+use std::process::Command;
 use std::time::Duration;
 
+use fe2o3_amqp::types::messaging::MessageId;
 use rumqttc::v5::mqttbytes::QoS;
 use serde_json::json;
 
-use crate::common::brokers::{Mosquitto, NatsServer};
+use crate::amqp::{ONE_AT_A_TIME, channel, drop_queues, queues};
+use crate::amqp1::{client, replies, request, text_of, within};
+use crate::common::brokers::{Mosquitto, NatsServer, TlsTerminator};
+use crate::common::certificates::certificates;
 use crate::common::mqtt::{Client5, base, until_served};
-use crate::common::process::{exit_within, serve_logged as serve, sigterm};
-
-/// The test's CA and a server certificate for 127.0.0.1 signed by it.
-struct Certificates {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-fn run(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// `None` (the test says it skipped) when the `openssl` CLI is missing.
-fn certificates(dir: &Path) -> Option<Certificates> {
-    let p = |f: &str| dir.join(f);
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    if !run(Command::new("openssl")
-        .args(["req", "-x509", "-days", "2", "-subj", "/CN=decoy test CA"])
-        .args(ec)
-        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
-        .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
-        .arg("-keyout")
-        .arg(p("ca.key"))
-        .arg("-out")
-        .arg(p("ca.pem")))
-    {
-        return None;
-    }
-    std::fs::write(
-        p("server.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
-         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    assert!(run(Command::new("openssl")
-        .args(["req", "-subj", "/CN=127.0.0.1"])
-        .args(ec)
-        .arg("-keyout")
-        .arg(p("server.key"))
-        .arg("-out")
-        .arg(p("server.csr"))));
-    assert!(run(Command::new("openssl")
-        .args(["x509", "-req", "-days", "2", "-CAcreateserial"])
-        .arg("-in")
-        .arg(p("server.csr"))
-        .arg("-CA")
-        .arg(p("ca.pem"))
-        .arg("-CAkey")
-        .arg(p("ca.key"))
-        .arg("-extfile")
-        .arg(p("server.ext"))
-        .arg("-out")
-        .arg(p("server.pem"))));
-    Some(Certificates {
-        ca: p("ca.pem"),
-        cert: p("server.pem"),
-        key: p("server.key"),
-    })
-}
+use crate::common::process::{
+    exit_within, http_get, lines_with, serve_logged as serve, serve_logged_with_port, sigterm,
+    succeeds,
+};
 
 /// Waits until decoy's log has a line with all of `parts`; that line.
 async fn said(log: &std::sync::Mutex<String>, parts: &[&str]) -> Option<String> {
@@ -111,11 +53,12 @@ async fn mqtt_over_tls_with_a_password_is_served_and_a_wrong_password_is_refused
         return;
     };
     let passwords = dir.path().join("passwords");
-    if !run(Command::new("mosquitto_passwd")
-        .args(["-b", "-c"])
-        .arg(&passwords)
-        .args(["decoy", "s3cret pass"]))
-    {
+    if !succeeds(
+        Command::new("mosquitto_passwd")
+            .args(["-b", "-c"])
+            .arg(&passwords)
+            .args(["decoy", "s3cret pass"]),
+    ) {
         crate::common::skip("mosquitto_passwd is not installed here (apt-get install mosquitto)");
         return;
     }
@@ -322,5 +265,185 @@ async fn nats_over_tls_with_a_user_and_with_a_token_is_served_and_wrong_credenti
     );
     let refusal = refusal.unwrap_or_else(|| panic!("the refusal was not said\n{log}"));
     assert!(!refusal.contains("guess"), "no token in the log: {refusal}");
+    assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
+}
+
+#[tokio::test]
+async fn amqp_1_0_over_tls_is_served_with_the_test_ca_and_refused_and_said_once_without_it() {
+    within(Duration::from_secs(240), amqp_1_0_over_tls_steps()).await;
+}
+
+/// decoy's `amqps://` connections go through the TLS terminator to the machine's
+/// RabbitMQ; the test's client asks over plain AMQP 1.0, straight to the broker.
+async fn amqp_1_0_over_tls_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(certs) = certificates(dir.path()) else {
+        crate::common::skip("the openssl CLI is not installed here (apt-get install openssl)");
+        return;
+    };
+    let Some(tls) = TlsTerminator::start(dir.path(), &certs, 5672).await else {
+        crate::common::skip("haproxy is not installed here (tests/run.sh installs it)");
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_conn, ch) = channel().await;
+    let [req_q, reply_q, unserved_q] = queues(&ch).await;
+    let uri = format!("amqps://guest:guest@127.0.0.1:{}", tls.port);
+    let root = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &json!([
+                {"connectionId": "tls", "connectionData": {"type": "amqp1", "uri": uri,
+                  "caCertificateFile": certs.ca}},
+                {"connectionId": "tls-without-ca", "connectionData": {"type": "amqp1", "uri": uri}}
+            ])
+            .to_string(),
+        ),
+        (
+            "mq-mappings/tls.json",
+            &json!({"connectionId": "tls",
+                    "request": {"destination": format!("/amq/queue/{req_q}")},
+                    "response": {"text": "over TLS: {{request.body}}",
+                                 "transformers": ["response-template"]}})
+            .to_string(),
+        ),
+        (
+            "mq-mappings/without-ca.json",
+            &json!({"connectionId": "tls-without-ca",
+                    "request": {"destination": format!("/amq/queue/{unserved_q}")},
+                    "response": {"text": "never"}})
+            .to_string(),
+        ),
+    ]);
+    let (mut decoy, log, http_port) = serve_logged_with_port(root.path());
+    let mut c = client(&req_q, &reply_q).await;
+    // Even requests carry a correlation id, odd ones only a message id, which the
+    // reply's correlation id then is.
+    let n = 30;
+    let mut expected = BTreeMap::new();
+    for i in 0..n {
+        let id = MessageId::String(format!("m-{i}"));
+        let corr = (i % 2 == 0).then(|| MessageId::String(format!("c-{i}")));
+        let key = format!("{:?}", corr.clone().unwrap_or(id.clone()));
+        expected.insert(key, format!("over TLS: ask-{i}"));
+        let outcome = c
+            .sender
+            .send(request(&format!("ask-{i}"), &reply_q, Some(id), corr, &[]))
+            .await
+            .unwrap();
+        assert!(outcome.is_accepted(), "{outcome:?}");
+    }
+    let got = replies(&mut c, n, Duration::from_secs(60)).await;
+    // The connection without the test's CA gives up every handshake, which HAProxy
+    // logs; decoy says it once however often it tries again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tls.handshake_failures() < 3 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let attempts = tls.handshake_failures();
+    let refusal = said(&log, &["tls-without-ca", "UnknownIssuer"]).await;
+    let health = http_get(http_port, "/__admin/health");
+    sigterm(&decoy);
+    let status = exit_within(&mut decoy, Duration::from_secs(40));
+    drop(c);
+    drop_queues(&ch, &[req_q, reply_q, unserved_q]).await;
+    let log = log.lock().unwrap().clone();
+    let answered: BTreeMap<String, String> = got
+        .iter()
+        .map(|(k, m)| (k.clone(), text_of(&m.body)))
+        .collect();
+    assert_eq!(
+        answered, expected,
+        "every request answered once, correlated\n{log}"
+    );
+    assert!(
+        attempts >= 3,
+        "HAProxy saw {attempts} refused handshakes\n{}",
+        tls.log()
+    );
+    let refusal = refusal.unwrap_or_else(|| panic!("the refusal was not said\n{log}"));
+    assert!(
+        refusal.contains("not in the system's trust store")
+            && refusal.contains("caCertificateFile"),
+        "says what to do: {refusal}"
+    );
+    assert_eq!(
+        lines_with(&log, "(connection \"tls-without-ca\") failed"),
+        1,
+        "said once, for {attempts} or more attempts\n{log}"
+    );
+    assert_eq!(
+        lines_with(&log, "(connection \"tls\")"),
+        0,
+        "the connection with the CA never failed\n{log}"
+    );
+    assert!(health.contains("\"healthy\""), "{health}");
+    assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
+}
+
+#[tokio::test]
+async fn a_wrong_amqp_1_0_password_is_refused_and_said_naming_the_connection_and_decoy_goes_on() {
+    within(Duration::from_secs(240), a_wrong_amqp_1_0_password_steps()).await;
+}
+
+/// RabbitMQ's AMQP 1.0 plugin answers a wrong password with the SASL outcome `auth`
+/// and nothing more.
+async fn a_wrong_amqp_1_0_password_steps() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_conn, ch) = channel().await;
+    let [req_q, reply_q, other_q] = queues(&ch).await;
+    let root = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &json!([{"connectionId": "bad-login", "connectionData": {"type": "amqp1",
+                     "uri": "amqp://guest:wrong@127.0.0.1:5672"}}])
+            .to_string(),
+        ),
+        (
+            "mq-mappings/never.json",
+            &json!({"connectionId": "bad-login",
+                    "request": {"destination": format!("/amq/queue/{req_q}")},
+                    "response": {"text": "never"}})
+            .to_string(),
+        ),
+    ]);
+    let (mut decoy, log, http_port) = serve_logged_with_port(root.path());
+    let refusal = said(&log, &["bad-login", "refused the credentials"]).await;
+    // Nothing serves the queue of the refused connection.
+    let mut c = client(&req_q, &reply_q).await;
+    c.sender
+        .send(request(
+            "ask",
+            &reply_q,
+            Some(MessageId::String("refused".into())),
+            None,
+            &[],
+        ))
+        .await
+        .unwrap();
+    let stray = replies(&mut c, 1, Duration::from_secs(2)).await;
+    let health = http_get(http_port, "/__admin/health");
+    sigterm(&decoy);
+    let status = exit_within(&mut decoy, Duration::from_secs(40));
+    drop(c);
+    drop_queues(&ch, &[req_q, reply_q, other_q]).await;
+    let log = log.lock().unwrap().clone();
+    let refusal = refusal.unwrap_or_else(|| panic!("the refusal was not said\n{log}"));
+    assert!(
+        refusal.contains("connection \"bad-login\"")
+            && refusal.contains("user \"guest\"")
+            && refusal.contains("check the user and password"),
+        "names the connection and the user, says what to do: {refusal}"
+    );
+    assert!(
+        !refusal.contains("wrong"),
+        "no password in the log: {refusal}"
+    );
+    assert!(
+        stray.is_empty(),
+        "answered on the refused connection: {stray:?}"
+    );
+    assert!(health.contains("\"healthy\""), "{health}");
+    assert!(!log.contains("panicked"), "{log}");
     assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
 }

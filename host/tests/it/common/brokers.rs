@@ -1,15 +1,18 @@
 //! Private brokers: a Mosquitto, a nats-server or a Redis of the test's own, on a
 //! free port, for the tests that stop, restart or configure a broker (TLS, users),
-//! which they must never do to the machine's shared ones. Each is killed when the
-//! test drops it. They need the Debian packages `mosquitto`, `nats-server` and
-//! `redis-server`, which `tests/run.sh` installs; a test that finds one missing says
-//! it skipped (`common::skip`).
+//! which they must never do to the machine's shared ones; and an HAProxy of the
+//! test's own that puts TLS in front of a shared broker, which stays as it is. Each is
+//! killed when the test drops it. They need the Debian packages `mosquitto`,
+//! `nats-server`, `redis-server` and `haproxy`, which `tests/run.sh` installs; a test
+//! that finds one missing says it skipped (`common::skip`).
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 
-use super::process::{Process, sigterm, until_listening, wait_for_port};
+use super::certificates::Certificates;
+use super::process::{Process, collected, sigterm, until_listening, wait_for_port};
 
 /// Runs `cmd` with its output thrown away; `None` when it cannot be run here.
 fn spawn(cmd: &mut Command) -> Option<Process> {
@@ -160,5 +163,73 @@ impl Redis {
 
     pub fn id(&self) -> u32 {
         self.process.id()
+    }
+}
+
+/// A private HAProxy on a free port, terminating TLS with the test's certificate and
+/// passing the bytes on to a broker on 127.0.0.1 (`mode tcp`): TLS in front of the
+/// machine's RabbitMQ without touching its configuration.
+pub struct TlsTerminator {
+    pub port: u16,
+    /// HAProxy's log: a line per connection, `SSL handshake failure` for each
+    /// handshake a client gave up.
+    log: Arc<Mutex<String>>,
+    _process: Process,
+}
+
+impl TlsTerminator {
+    /// In front of 127.0.0.1:`backend`, its files written in `dir`; `None` when
+    /// haproxy cannot be run here.
+    pub async fn start(dir: &Path, certs: &Certificates, backend: u16) -> Option<TlsTerminator> {
+        // HAProxy wants the certificate and its key in one PEM file.
+        let pem = dir.join("haproxy.pem");
+        let mut both = std::fs::read(&certs.cert).unwrap();
+        both.extend(std::fs::read(&certs.key).unwrap());
+        std::fs::write(&pem, both).unwrap();
+        let port = super::free_port();
+        let conf = dir.join("haproxy.cfg");
+        let lines = [
+            "global",
+            "  log stderr format raw local0",
+            "defaults",
+            "  mode tcp",
+            "  log global",
+            "  option tcplog",
+            "  timeout connect 5s",
+            "  timeout client 10m",
+            "  timeout server 10m",
+            "frontend tls",
+            &format!("  bind 127.0.0.1:{port} ssl crt {}", pem.display()),
+            "  default_backend broker",
+            "backend broker",
+            &format!("  server broker 127.0.0.1:{backend}"),
+        ];
+        std::fs::write(&conf, lines.join("\n") + "\n").unwrap();
+        // `-db`: in the foreground, logging to its stderr.
+        let mut child = Command::new("haproxy")
+            .arg("-db")
+            .arg("-f")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()?;
+        let log = collected(child.stderr.take().unwrap());
+        let process = Process(child);
+        until_listening(port, "haproxy").await;
+        Some(TlsTerminator {
+            port,
+            log,
+            _process: process,
+        })
+    }
+
+    /// Handshakes a client gave up so far (one refusing the certificate).
+    pub fn handshake_failures(&self) -> usize {
+        super::process::lines_with(&self.log.lock().unwrap(), "SSL handshake failure")
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
     }
 }

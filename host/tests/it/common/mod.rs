@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 pub mod brokers;
+pub mod certificates;
 pub mod grpc_echo;
 pub mod mq;
 pub mod mqtt;

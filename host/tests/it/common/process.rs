@@ -60,9 +60,39 @@ pub fn missing(program: &str, probe: &str, reason: &str) -> bool {
     missing
 }
 
+/// Whether `cmd` ran and succeeded, its output thrown away.
+pub fn succeeds(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// What `stream` says, line by line, collected by a thread of its own until it
+/// closes.
+pub fn collected(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let into = text.clone();
+    let mut stream = BufReader::new(stream);
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while stream.read_line(&mut line).is_ok_and(|n| n > 0) {
+            into.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+    text
+}
+
 /// `decoy serve` on port 0 for `root`; returns once it printed its ready line. Its
 /// stderr is collected in the background.
 pub fn serve_logged(root: &Path) -> (Child, Arc<Mutex<String>>) {
+    let (child, stderr, _) = serve_logged_with_port(root);
+    (child, stderr)
+}
+
+/// [`serve_logged`], and the HTTP port decoy listens on.
+pub fn serve_logged_with_port(root: &Path) -> (Child, Arc<Mutex<String>>, u16) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_decoy"))
         .args([
             "serve",
@@ -77,23 +107,15 @@ pub fn serve_logged(root: &Path) -> (Child, Arc<Mutex<String>>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let into = stderr.clone();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        while err.read_line(&mut line).is_ok_and(|n| n > 0) {
-            into.lock().unwrap().push_str(&line);
-            line.clear();
-        }
-    });
+    let stderr = collected(child.stderr.take().unwrap());
     let ready = ready_line(&mut child);
     assert!(
         ready.contains("listening on"),
         "no ready line: {ready:?}; stderr: {}",
         stderr.lock().unwrap()
     );
-    (child, stderr)
+    let port = port_of(&ready);
+    (child, stderr, port)
 }
 
 /// The first line `child` prints on stdout (decoy's ready line); stdout is closed after.
