@@ -7,20 +7,33 @@ serves them with decoy, drives them with `mq-load drive`, then serves them with 
 bare responder (`mq-load respond`, no matching, no files, no metrics: the ceiling on
 this broker) and drives them the same way. Writes bench/out/mq.json for report.py.
 
+    python3 bench/mq.py [SECONDS] [--rounds N]
+
+The two are measured in turn, `--rounds` times (default 1; the order reversed every
+other round: decoy then the bare responder, then the bare responder then decoy), each
+measurement on a fresh process, and each figure is the median of its rounds (decoy's
+processing p99 and both peak RSS figures too); the ratio is the one of the medians,
+each round's own ratio listed beside it and, with each round's figures, under the
+row's "rounds" in the JSON. The wrong counts are the sum over the rounds. On a
+machine whose cores are shared with the load generator or with other work the
+figures drift from run to run: give it several rounds.
+
 Scenarios follow Traffic Parrot's published benchmark (20 queues, 20 XML mappings
 with an XPath matcher each, 490-byte messages, 1 receive and 1 send thread per
 queue, 5 read and 5 write connections), with a 100 ms fixed delay and without, plus
 a plain reply on one queue with an `anything` matcher.
 """
+import argparse
 import json
 import pathlib
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
+
+import rounds
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DECOY = REPO / "target" / "release" / "decoy"
@@ -102,8 +115,42 @@ def free_port():
         return s.getsockname()[1]
 
 
+def measure_decoy(root, prefix, queues, window, seconds, templated):
+    port = free_port()
+    server = subprocess.Popen([str(DECOY), "serve", "--root-dir", str(root), "--port", str(port),
+                               "--bind-address", "127.0.0.1", "--no-watch"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        result = drive(prefix, queues, window, seconds, expect_account=templated)
+        result["processing_p99_ms"] = processing_p99(metrics(port))
+        result["rss_mib"] = rss(server.pid)
+        return result
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+
+
+def measure_bare(prefix, queues, delay, window, seconds):
+    responder = subprocess.Popen(load("respond", "--prefix", prefix, "--queues", str(queues),
+                                      "--delay-ms", str(delay)),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        result = drive(prefix, queues, window, seconds)
+        result["rss_mib"] = rss(responder.pid)
+        return result
+    finally:
+        responder.send_signal(signal.SIGINT)
+        responder.wait(30)
+
+
 def main():
-    seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("seconds", nargs="?", type=int, default=10)
+    ap.add_argument("--rounds", type=rounds.rounds_arg, default=1)
+    args = ap.parse_args()
+    seconds = args.seconds
     base = pathlib.Path(tempfile.mkdtemp(prefix="decoy-mq-bench-"))
     results = []
     try:
@@ -111,45 +158,40 @@ def main():
             prefix = f"decoy-bench-{n}"
             row = {"scenario": name, "queues": queues, "delay_ms": delay, "window": window}
             subprocess.run(load("setup", "--prefix", prefix, "--queues", str(queues)), check=True)
+            per_round = []
             try:
                 templated = "matchesXPath" in matcher
                 row["templated"] = templated
                 root = root_for(base, prefix, queues, delay, matcher, templated)
-                port = free_port()
-                server = subprocess.Popen([str(DECOY), "serve", "--root-dir", str(root), "--port", str(port),
-                                           "--bind-address", "127.0.0.1", "--no-watch"],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                try:
-                    time.sleep(1.5)
-                    row["decoy"] = drive(prefix, queues, window, seconds, expect_account=templated)
-                    row["decoy"]["processing_p99_ms"] = processing_p99(metrics(port))
-                    row["decoy"]["rss_mib"] = rss(server.pid)
-                finally:
-                    server.send_signal(signal.SIGTERM)
-                    server.wait(30)
-                responder = subprocess.Popen(load("respond", "--prefix", prefix, "--queues", str(queues),
-                                                  "--delay-ms", str(delay)),
-                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                try:
-                    time.sleep(1.5)
-                    row["bare"] = drive(prefix, queues, window, seconds)
-                    row["bare"]["rss_mib"] = rss(responder.pid)
-                finally:
-                    responder.send_signal(signal.SIGINT)
-                    responder.wait(30)
+                sides = {"decoy": lambda: measure_decoy(root, prefix, queues, window, seconds, templated),
+                         "bare": lambda: measure_bare(prefix, queues, delay, window, seconds)}
+                for rnd in range(args.rounds):
+                    order = rounds.order(rnd, ["decoy", "bare"])
+                    got = {side: sides[side]() for side in order}
+                    d, b = got["decoy"], got["bare"]
+                    per_round.append({"round": rnd + 1, "order": order, "decoy": d, "bare": b,
+                                      "ratio": rounds.ratio(d["tps"], b["tps"])})
+                    if args.rounds > 1:
+                        print(f"  round {rnd + 1} ({' then '.join(order)}): decoy {d['tps']:8.0f} t/s p99 "
+                              f"{d['p99_ms']:7.2f} ms  bare {b['tps']:8.0f} t/s p99 {b['p99_ms']:7.2f} ms  "
+                              f"ratio {rounds.show(per_round[-1]['ratio'])}  wrong {d['wrong']}/{b['wrong']}",
+                              flush=True)
             finally:
                 subprocess.run(load("teardown", "--prefix", prefix, "--queues", str(queues)), check=False)
-            d, b = row["decoy"], row["bare"]
-            row["ratio"] = d["tps"] / b["tps"] if b["tps"] else None
+            d = row["decoy"] = rounds.median([r["decoy"] for r in per_round])
+            b = row["bare"] = rounds.median([r["bare"] for r in per_round])
+            row["ratio"] = rounds.ratio(d["tps"], b["tps"])
+            row["rounds"] = per_round
             print(f"{name:34s} decoy {d['tps']:8.0f} t/s p99 {d['p99_ms']:7.2f} ms (processing p99 ≤ "
                   f"{d['processing_p99_ms']} ms)  bare {b['tps']:8.0f} t/s p99 {b['p99_ms']:7.2f} ms  "
-                  f"ratio {row['ratio']:.2f}  wrong {d['wrong']}/{b['wrong']}", flush=True)
+                  f"ratio {rounds.show(row['ratio'])}{rounds.listed([r['ratio'] for r in per_round])}  "
+                  f"wrong {d['wrong']}/{b['wrong']}", flush=True)
             results.append(row)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     out = REPO / "bench" / "out" / "mq.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"seconds": seconds, "rows": results}, indent=2))
+    out.write_text(json.dumps({"seconds": seconds, "rounds": args.rounds, "rows": results}, indent=2))
     print(f"wrote {out}")
 
 
