@@ -299,7 +299,8 @@ def render_tail(data):
     t, r = data("tail"), data("last-run")
     parts = []
     if t:
-        names = {"nginx": "nginx, 1 worker (the ceiling)", "decoy-reuseport": "decoy, `reuseport` (the default)",
+        names = {"nginx": "nginx, 1 worker (the ceiling)",
+                 "hyper-alone": "hyper alone, 1 thread (decoy's HTTP library, nothing else)", "decoy-reuseport": "decoy, `reuseport` (the default)",
                  "decoy-dealt": "decoy, `dealt`", "decoy-shared": "decoy, `shared`", "wiremock": "WireMock 3.13.2"}
         med = t.get("medians", {})
         servers = []

@@ -28,7 +28,7 @@ if [ ! -f "$jar" ]; then
   (cd "$wm" && npm install --silent --no-audit --no-fund wiremock@3.13.2 >/dev/null)
 fi
 rustup target add wasm32-wasip2
-cargo build --release -p decoy --bins --features bench --example mq-load --example mqtt-load --example mq1-load --example nats-load --example plugin-calls --example fixed-rate --example grpc-load
+cargo build --release -p decoy --bins --features bench --example mq-load --example mqtt-load --example mq1-load --example nats-load --example plugin-calls --example fixed-rate --example grpc-load --example bare-http
 # A trivial Rust plugin for the per-call and start-up figures (the test plugin's noop mode).
 (cd tests/plugins/hostile && cargo build --quiet --release --target wasm32-wasip2 --target-dir ../../../target/test-plugins)
 mkdir -p bench/out/plugins

@@ -7,11 +7,13 @@
 Run it through bench/run.sh (which installs wrk and nginx, builds decoy and the
 fixed-rate driver, and fetches WireMock's jar), or after
 
-    cargo build --release -p decoy --bins --features bench --example fixed-rate
+    cargo build --release -p decoy --bins --features bench --example fixed-rate --example bare-http
 
 Every server answers GET with a static 200 "hello": nginx with one worker process
-(the ceiling), decoy for each `--thread-layout`, WireMock (skipped, said so, without
-`--wiremock-jar`). For each connection count, each server is measured two ways:
+(the ceiling), hyper alone on one thread (the `bare-http` example: decoy's HTTP library
+with nothing of decoy's, the floor of what decoy's own work can reach; skipped, said
+so, when it is not built), decoy for each `--thread-layout`, WireMock (skipped, said
+so, without `--wiremock-jar`). For each connection count, each server is measured two ways:
 
 - closed loop: `wrk -t1 -cN --latency` for --duration seconds: the most it answers,
   and the percentiles of that (p50, p99, p99.9; wrk waits for an answer before it
@@ -68,6 +70,8 @@ def main():
                     help="the fixed rate, as a fraction of nginx's closed-loop req/s at that connection count")
     ap.add_argument("--exe", default=str(REPO / "target" / "release" / "decoy"))
     ap.add_argument("--driver", default=str(REPO / "target" / "release" / "examples" / "fixed-rate"))
+    ap.add_argument("--bare", default=str(REPO / "target" / "release" / "examples" / "bare-http"),
+                    help="the hyper-alone server (host/examples/bare-http.rs)")
     ap.add_argument("--json", default=None, help="also write every sample here")
     ap.add_argument("--delay-connections", type=int, default=1000,
                     help="the delayed case: every answer 100 ms late, this many connections (0: skip it)")
@@ -82,6 +86,11 @@ def main():
     base = pathlib.Path(tempfile.mkdtemp(prefix="decoy-tail-"))
     root = bench.make_root(base, "static", [STATIC, DELAYED, PROBE])
     servers = [("nginx", lambda p: bench.nginx(base, p, workers=1), "/")]
+    if pathlib.Path(args.bare).exists():
+        servers.append(("hyper-alone", lambda p: bench.Server("hyper alone", [args.bare, "--port", str(p)], p, "/"),
+                        "/static"))
+    else:
+        print(f"hyper alone skipped: {args.bare} is missing (--example bare-http)", flush=True)
     for variant in args.layouts.split(","):
         layout, _, n = variant.partition(":")
         n = n or (str(args.threads) if args.threads else "")
