@@ -17,10 +17,15 @@ pub struct ValidateArgs {
     /// body files, body patterns with two operators, stubs that can never answer).
     #[arg(long)]
     strict: bool,
+    /// Largest file a stub's bodyFileName may name, as `decoy serve
+    /// --max-body-file-size` will allow it: a stub naming a larger one is an error.
+    #[arg(long, default_value_t = decoy_core::mapping::DEFAULT_MAX_BODY_FILE_SIZE, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    max_body_file_size: u64,
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let ctx = ParseContext::for_root(&args.root_dir);
+    let mut ctx = ParseContext::for_root(&args.root_dir);
+    ctx.max_body_file_size = args.max_body_file_size;
     let mut report = load_root_with(&args.root_dir, &ctx, decoy::server::TRANSPORT_ROOT_FILES)
         .with_context(|| format!("cannot load mappings from {}", args.root_dir.display()))?;
     // Beyond WireMock, which serves such roots silently: stubs that can never answer.
@@ -39,7 +44,11 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         report.rejected,
         report.warnings.len()
     ));
-    let mq = decoy_mq::config::load(&args.root_dir);
+    let mq = decoy_mq::config::load_with(
+        &args.root_dir,
+        ctx.plugins.as_deref(),
+        args.max_body_file_size,
+    );
     if !mq.is_empty() || !mq.problems.is_empty() {
         for w in &mq.warnings {
             super::say::out(format_args!("warning: {w}"));

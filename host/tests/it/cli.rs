@@ -127,6 +127,38 @@ fn validate_passes_a_clean_root_and_strict_fails_on_warnings() {
 }
 
 #[test]
+fn validate_checks_body_files_against_the_size_serve_will_allow() {
+    let dir = root(&[
+        (
+            "mappings/big.json",
+            r#"{"id": "7c1d5b02-0000-4000-8000-000000000001", "request": {"urlPath": "/big"}, "response": {"bodyFileName": "big.txt"}}"#,
+        ),
+        ("__files/big.txt", "twelve bytes"),
+    ]);
+    let run = |limit: &str| {
+        decoy()
+            .args(["validate", "--max-body-file-size", limit, "--root-dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run("12");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = run("11");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("mappings/big.json")
+            && text.contains("big.txt: it is 12 bytes, more than the limit of 11 bytes"),
+        "{text}"
+    );
+}
+
+#[test]
 fn validate_fails_when_it_finds_no_mapping_at_all() {
     // Files put directly in the root, not in mappings/: nothing is read.
     let dir = root(&[("hello.json", GOOD)]);
