@@ -538,3 +538,75 @@ async fn a_missing_queue_is_said_once_with_how_to_create_it_and_the_other_mappin
     // Said as a missing queue, not as an attach the broker never answered.
     assert_eq!(lines_with(&log, "no answer to the attach"), 0, "{log}");
 }
+
+#[tokio::test]
+async fn a_reply_to_an_address_that_does_not_exist_is_dropped_once_not_sent_round_again() {
+    within(
+        Duration::from_secs(240),
+        a_reply_to_an_address_that_does_not_exist_is_dropped_once_not_sent_round_again_steps(),
+    )
+    .await;
+}
+
+/// A request whose `reply-to` names an exchange that does not exist: RabbitMQ
+/// refuses the link, every time. The reply is dropped, said once and listed; the
+/// request is acknowledged (not released to come back at once, for ever), and the
+/// requests after it are answered once each.
+async fn a_reply_to_an_address_that_does_not_exist_is_dropped_once_not_sent_round_again_steps() {
+    use crate::common::process::{
+        exit_within, http_get, lines_with, serve_logged_with_port, sigterm,
+    };
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_conn, ch) = channel().await;
+    let [req_q, reply_q, lost_q] = queues(&ch).await;
+    let dir = root(&req_q, &lost_q, json!({}));
+    let (mut child, stderr, port) = serve_logged_with_port(dir.path());
+    let mut c = client(&req_q, &reply_q).await;
+    let ask = |i: usize| {
+        request(
+            &format!("<quoteRequest id='{i}'><symbol>ACME</symbol></quoteRequest>"),
+            &reply_q,
+            Some(MessageId::String(format!("m-{i}"))),
+            None,
+            &[("channel", "web")],
+        )
+    };
+    // Served once the first answer comes.
+    c.sender.send(ask(0)).await.unwrap();
+    assert_eq!(replies(&mut c, 1, Duration::from_secs(60)).await.len(), 1);
+
+    let mut lost = ask(1);
+    lost.properties.as_mut().unwrap().reply_to = Some(format!(
+        "/exchange/decoy-test-missing-{}/k",
+        uuid::Uuid::new_v4().simple()
+    ));
+    c.sender.send(lost).await.unwrap();
+    for i in 2..5 {
+        c.sender.send(ask(i)).await.unwrap();
+    }
+    let got = replies(&mut c, 3, Duration::from_secs(60)).await;
+    // Three seconds more: a request going round would be answered again and again.
+    let again = replies(&mut c, 1, Duration::from_secs(3)).await;
+    let problems = http_get(port, "/__admin/problems");
+    sigterm(&child);
+    let status = exit_within(&mut child, Duration::from_secs(40));
+    drop(c);
+    drop_queues(&ch, &[req_q.clone(), reply_q, lost_q]).await;
+    let log = stderr.lock().unwrap().clone();
+    assert!(status.is_some(), "decoy still running after SIGTERM\n{log}");
+    assert_eq!(got.len(), 3, "{:?}\n{log}", got.keys());
+    assert!(
+        again.is_empty(),
+        "answered again: {:?}\n{log}",
+        again.keys()
+    );
+    assert_eq!(
+        lines_with(&log, "a reply that cannot be sent"),
+        1,
+        "said once\n{log}"
+    );
+    assert!(
+        problems.contains("could not be sent") && problems.contains("no such queue"),
+        "{problems}"
+    );
+}

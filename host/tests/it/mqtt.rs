@@ -513,3 +513,84 @@ async fn an_edited_mqtt_mapping_is_served_without_a_restart() {
     );
     server.shutdown().await;
 }
+
+/// A reply topic templated from a user property that holds a wildcard: the broker
+/// would end the connection for it every time. The reply is dropped and listed, its
+/// request acknowledged; the requests beside it are answered once each, not again
+/// and again as decoy reconnects.
+#[tokio::test]
+async fn a_reply_topic_rendered_with_a_wildcard_is_dropped_once_and_the_rest_answered_once() {
+    let b = base();
+    let (req, probe_replies) = (format!("{b}/in/+"), format!("{b}/probe-replies"));
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &connection(
+                "mosquitto",
+                &url(),
+                json!({"clientId": format!("decoy-{}", uuid::Uuid::new_v4().simple())}),
+            ),
+        ),
+        (
+            "mq-mappings/out.json",
+            &json!({
+                "mappingId": "mqtt-out",
+                "request": {"destination": {"name": req, "type": "TOPIC"}, "bodyMatcher": {"equalTo": "go"}},
+                "response": {"destination": {"name": format!("{b}/out/{{{{request.headers.who}}}}"), "type": "TOPIC"},
+                             "text": "for {{request.headers.who}}",
+                             "transformers": ["response-template"]}
+            })
+            .to_string(),
+        ),
+        (
+            "mq-mappings/probe.json",
+            &json!({"request": {"destination": {"name": req, "type": "TOPIC"}, "bodyMatcher": {"equalTo": "probe"}},
+                    "response": {"text": "ready"}})
+            .to_string(),
+        ),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let out = format!("{b}/out/+");
+    let mut c = Client5::connect_sut(&url(), true, &[&probe_replies, &out]).await;
+    until_served(&mut c, &format!("{b}/in/0"), &probe_replies).await;
+
+    c.request(
+        &format!("{b}/in/1"),
+        "go",
+        QoS::AtLeastOnce,
+        None,
+        "bad",
+        &[("who", "#")],
+    )
+    .await;
+    for who in ["ann", "bob"] {
+        c.request(
+            &format!("{b}/in/1"),
+            "go",
+            QoS::AtLeastOnce,
+            None,
+            who,
+            &[("who", who)],
+        )
+        .await;
+    }
+    // Three seconds: a request going round would have been answered many times.
+    let seen = c.collect(usize::MAX, Duration::from_secs(3)).await;
+    let mut counts: Vec<(String, usize)> = seen.iter().map(|(k, v)| (k.clone(), v.len())).collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [("ann".to_owned(), 1), ("bob".to_owned(), 1)],
+        "each good request answered once, the bad one not at all"
+    );
+    let problems = crate::common::get(server.http_addr, "/__admin/problems")
+        .await
+        .body;
+    assert!(
+        problems.contains("could not be sent")
+            && problems.contains("a topic to publish on has no wildcard"),
+        "{problems}"
+    );
+    server.shutdown().await;
+}

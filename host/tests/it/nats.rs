@@ -501,3 +501,66 @@ async fn bad_subjects_and_stream_names_are_refused_naming_file_field_and_reason(
     );
     server.shutdown().await;
 }
+
+/// A JetStream request whose `reply-to` is no subject at all: its reply could never
+/// be published. It is dropped and listed, and the request acknowledged rather than
+/// redelivered for ever; the requests beside it are answered once each.
+#[tokio::test]
+async fn a_jetstream_request_with_an_impossible_reply_subject_is_acknowledged_not_redelivered() {
+    let p = prefix();
+    let nc = client(&url()).await;
+    let js = jetstream::new(nc.clone());
+    let name = stream_name();
+    let _guard = stream(&js, &name, vec![format!("{p}.js.>")]).await;
+    let dir = root(&url(), &p, Some(&name));
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+
+    let replies_subject = format!("{p}.replies");
+    let mut replies = nc.subscribe(replies_subject.clone()).await.unwrap();
+    nc.flush().await.unwrap();
+    for (i, reply_to) in [
+        (1, "bad subject"),
+        (2, replies_subject.as_str()),
+        (3, replies_subject.as_str()),
+    ] {
+        js.publish_with_headers(
+            format!("{p}.js.orders"),
+            headers(&[("reply-to", reply_to)]),
+            format!(r#"{{"id": {i}}}"#).into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .expect("stored");
+    }
+    // Three seconds: a request going round would be delivered thousands of times.
+    let mut answered: HashMap<String, usize> = HashMap::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while let Ok(Some(m)) = tokio::time::timeout_at(until, replies.next()).await {
+        *answered
+            .entry(String::from_utf8_lossy(&m.payload).into_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(
+        answered,
+        HashMap::from([("stored 2".to_owned(), 1), ("stored 3".to_owned(), 1)])
+    );
+    let stream = js.get_stream(&name).await.unwrap();
+    let mut consumer: jetstream::consumer::PullConsumer =
+        stream.get_consumer("decoy-it").await.unwrap();
+    let info = consumer.info().await.unwrap();
+    assert_eq!(
+        (info.num_ack_pending, info.num_pending, info.num_redelivered),
+        (0, 0, 0),
+        "{info:?}"
+    );
+    let problems = crate::common::get(server.http_addr, "/__admin/problems")
+        .await
+        .body;
+    assert!(
+        problems.contains("could not be sent") && problems.contains("holds whitespace"),
+        "{problems}"
+    );
+    server.shutdown().await;
+}

@@ -30,6 +30,9 @@ pub struct MemoryBroker {
     arrived: Notify,
     /// The next this many sends fail (to test redelivery).
     pub fail_sends: AtomicUsize,
+    /// The next this many sends are refused for good ([`BrokerError::refused`]), as
+    /// a reply to a destination the protocol does not allow.
+    pub refuse_sends: AtomicUsize,
     /// The next this many sends, receives and new senders panic (to test that the
     /// runtime's tasks survive a bug).
     pub panic_sends: AtomicUsize,
@@ -205,6 +208,9 @@ impl Sender for MemorySender {
             }
             if take_one(&self.broker.fail_sends) {
                 return Err(BrokerError::new("put refused (test)"));
+            }
+            if take_one(&self.broker.refuse_sends) {
+                return Err(BrokerError::refused("no such name (test)"));
             }
             // A topic is a queue named `topic NAME` here: one subscriber, no fan-out.
             let name = to.to_string();

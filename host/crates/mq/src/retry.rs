@@ -97,18 +97,37 @@ impl Trouble {
     /// `calm` is the line to say instead, once, for a failure that is a state of the
     /// broker rather than an error (a queue not created yet): it is not repeated.
     pub fn failed(&self, what: &str, error: &BrokerError, calm: Option<String>) {
+        let quiet = calm.is_some();
+        let first = calm.unwrap_or_else(|| {
+            format!(
+                "{what} on {} failed: {error}; retrying with back-off ({BACKOFF_START:?} \
+                 to {BACKOFF_MAX:?}); while it goes on, one line every {SUMMARY:?} counts \
+                 the attempts",
+                self.place
+            )
+        });
+        self.note(what, error, first, quiet);
+    }
+
+    /// A message was given up for good with `error` (a reply no broker could take
+    /// as it is): the first is logged, later ones counted and summarised every
+    /// [`SUMMARY`], as for [`Trouble::failed`].
+    pub fn dropped(&self, what: &str, error: &BrokerError) {
+        let first = format!(
+            "{what} on {}: {error}; sending it again could not succeed, so it is dropped and \
+             its request acknowledged; while it goes on, one line every {SUMMARY:?} counts them",
+            self.place
+        );
+        self.note(what, error, first, false);
+    }
+
+    /// Says `first` for a new failure of `what`, or counts (and now and then
+    /// summarises) one going on; `quiet`: never summarised.
+    fn note(&self, what: &str, error: &BrokerError, first: String, quiet: bool) {
         let now = Instant::now();
         let mut ongoing = self.ongoing();
         let Some(o) = ongoing.get_mut(what) else {
-            match &calm {
-                Some(line) => tracing::warn!("{line}"),
-                None => tracing::warn!(
-                    "{what} on {} failed: {error}; retrying with back-off ({BACKOFF_START:?} \
-                     to {BACKOFF_MAX:?}); while it goes on, one line every {SUMMARY:?} counts \
-                     the attempts",
-                    self.place
-                ),
-            }
+            tracing::warn!("{first}");
             ongoing.insert(
                 what.to_owned(),
                 Ongoing {
@@ -117,7 +136,7 @@ impl Trouble {
                     failures: 1,
                     unsaid: 0,
                     last: error.to_string(),
-                    quiet: calm.is_some(),
+                    quiet,
                 },
             );
             return;

@@ -16,9 +16,13 @@
 //! [`Broker::in_flight`]), so a broker round trip does not cap a queue's throughput.
 //!
 //! Delivery is at-least-once: a request is acknowledged only after its reply was
-//! confirmed by the broker. A failed put puts the request back; a lost connection is
-//! re-established with backoff (1/10 s doubling to 5 s, with jitter) and the broker
-//! redelivers what was not acknowledged. Failures that go on are logged once and then
+//! confirmed by the broker. A failed put puts the request back after the lane's
+//! back-off (so a reply that keeps failing is not tried as fast as the broker can
+//! redeliver); a lost connection is re-established with backoff (1/10 s doubling to
+//! 5 s, with jitter) and the broker redelivers what was not acknowledged. A reply
+//! that could never be sent as it is (no such queue, a rendered destination the
+//! protocol does not allow) is dropped, said and listed by `/__admin/problems`, and
+//! its request acknowledged. Failures that go on are logged once and then
 //! summarised ([`Trouble`]); a request queue that does not exist is said once, with
 //! how to create it. An unmatched message goes to the connection's unmatched
 //! queue (through the same confirmed path; the queue is declared when the broker says
@@ -411,6 +415,11 @@ struct Lane {
     current: std::sync::Mutex<Option<Arc<dyn Sender>>>,
     /// Set by a reply whose put failed: open another sender before the next one.
     broken: AtomicBool,
+    /// The pause before a request whose reply could not be put goes back to its
+    /// queue (so a reply that keeps failing does not go round as fast as the broker
+    /// redelivers), and whether puts are failing (said once they work again).
+    put_backoff: std::sync::Mutex<Backoff>,
+    put_failing: AtomicBool,
     /// Held while a sender is opened, so a lane opens one at a time.
     opening: tokio::sync::Mutex<Opening>,
 }
@@ -437,6 +446,8 @@ impl Lane {
             window: Semaphore::new(in_flight.max(1)),
             current: std::sync::Mutex::new(None),
             broken: AtomicBool::new(false),
+            put_backoff: std::sync::Mutex::new(Backoff::default()),
+            put_failing: AtomicBool::new(false),
             opening: tokio::sync::Mutex::new(Opening {
                 backoff: Backoff::default(),
                 resume_at: None,
@@ -761,7 +772,7 @@ async fn answer(lane: Arc<Lane>, broker: Arc<dyn Broker>, q: Arc<QueueService>, 
     let Some(s) = lane.sender(&*broker, &q).await else {
         return;
     };
-    deliver(&*s, &*broker, &q, job, &lane.broken).await;
+    deliver(&*s, &*broker, &q, job, &lane).await;
 }
 
 /// The one line said when a queue mappings listen on does not exist: which queue,
@@ -934,14 +945,16 @@ fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Instant) ->
     }
 }
 
-/// Puts one reply, then settles its request.
-async fn deliver(
-    s: &dyn Sender,
-    broker: &dyn Broker,
-    q: &QueueService,
-    job: Job,
-    broken: &AtomicBool,
-) {
+/// What [`Trouble`] calls failed puts and dropped replies.
+const PUTTING: &str = "putting replies";
+const DROPPING: &str = "a reply that cannot be sent";
+
+/// Puts one reply, then settles its request. A reply that cannot be sent as it is
+/// (no such queue, a destination the protocol does not allow) is dropped, said and
+/// listed by `/__admin/problems`, and its request acknowledged; one whose put failed
+/// otherwise (the connection, a timeout) sends its request back to its queue after
+/// the lane's back-off, so the broker redelivers it.
+async fn deliver(s: &dyn Sender, broker: &dyn Broker, q: &QueueService, job: Job, lane: &Lane) {
     let Job {
         delivery,
         to,
@@ -963,6 +976,10 @@ async fn deliver(
     }
     match put {
         Ok(Put::Done) => {
+            if lane.put_failing.swap(false, Ordering::Relaxed) {
+                lock(&lane.put_backoff).reset();
+                q.trouble.ok(PUTTING);
+            }
             if let Err(e) = delivery.settle(Settle::Ack).await {
                 // The reply went out but the ack did not: the request will be
                 // redelivered and answered again (at-least-once).
@@ -979,9 +996,24 @@ async fn deliver(
             }
         }
         Ok(Put::NoSuchQueue) if stats.is_some() => {
-            // Putting it again could not succeed: the reply is dropped with a
-            // warning and the request acknowledged.
-            tracing::warn!("the reply to {to} was returned by the broker: no such queue");
+            let e = super::transport::BrokerError::new("the broker returned it: no such queue");
+            drop_reply(
+                q,
+                &to,
+                &e,
+                stats.as_deref(),
+                read_at.elapsed().saturating_sub(delay),
+            );
+            let _ = delivery.settle(Settle::Ack).await;
+        }
+        Err(e) if e.is_lasting() && stats.is_some() => {
+            drop_reply(
+                q,
+                &to,
+                &e,
+                stats.as_deref(),
+                read_at.elapsed().saturating_sub(delay),
+            );
             let _ = delivery.settle(Settle::Ack).await;
         }
         Ok(Put::NoSuchQueue) => {
@@ -991,13 +1023,44 @@ async fn deliver(
             let _ = delivery.settle(Settle::Requeue).await;
         }
         Err(e) => {
-            tracing::warn!(
+            let said = super::transport::BrokerError::new(format!(
                 "could not put a message on {to}: {e}; the request goes back to {}",
                 q.queue
-            );
+            ));
+            q.trouble.failed(PUTTING, &said, None);
+            lane.put_failing.store(true, Ordering::Relaxed);
+            lane.broken.store(true, Ordering::Relaxed);
+            let pause = lock(&lane.put_backoff).next_pause();
+            tokio::time::sleep(pause).await;
             let _ = delivery.settle(Settle::Requeue).await;
-            broken.store(true, Ordering::Relaxed);
         }
+    }
+}
+
+/// A reply that cannot be sent as it is: said (the first, then one line every 30 s
+/// while it goes on) and counted among the queue's problems; its request still
+/// counts as matched (its webhooks do not fire: there was no answer).
+fn drop_reply(
+    q: &QueueService,
+    to: &Destination,
+    e: &super::transport::BrokerError,
+    stats: Option<&MappingStats>,
+    process: Duration,
+) {
+    q.outcomes
+        .answered(stats, process, std::time::SystemTime::now());
+    let said = super::transport::BrokerError::new(format!("the reply to {to}: {e}"));
+    q.trouble.dropped(DROPPING, &said);
+    if let Some((m, _)) = q.mappings.first() {
+        q.incidents.record(
+            m,
+            format!(
+                "a reply to a request on queue {} could not be sent",
+                q.queue
+            ),
+            "the replies were dropped and their requests acknowledged",
+            &said.to_string(),
+        );
     }
 }
 
@@ -1299,6 +1362,66 @@ mod tests {
         let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
         assert_eq!(how, [Settle::Requeue, Settle::Ack]);
         assert_eq!(broker.depth("R"), 0, "answered once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_put_that_keeps_failing_sends_its_request_back_after_a_growing_pause() {
+        let (broker, rt, _) = start(
+            &[json!({"request": {"destination": "Q"}, "response": {"text": "done"}})],
+            serde_json::Value::Null,
+        );
+        // Three failures: pauses of at least 50, 100 and 200 ms (half of each step of
+        // 100, 200 and 400 ms), on the paused clock, before the fourth put works.
+        broker.fail_sends.store(3, Ordering::SeqCst);
+        let start = tokio::time::Instant::now();
+        broker.put("Q", request("work", "R"));
+        assert_eq!(&broker.take("R").await.unwrap().body[..], b"done");
+        let waited = start.elapsed();
+        rt.shutdown().await;
+        let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
+        assert_eq!(
+            how,
+            [
+                Settle::Requeue,
+                Settle::Requeue,
+                Settle::Requeue,
+                Settle::Ack
+            ]
+        );
+        assert!(waited >= Duration::from_millis(350), "{waited:?}");
+    }
+
+    #[tokio::test]
+    async fn a_reply_that_can_never_be_sent_is_dropped_listed_and_its_request_acknowledged() {
+        let (broker, rt, metrics, _, incidents) = start_with(
+            MemoryBroker::new(),
+            &[
+                json!({"mappingId": "m-1", "request": {"destination": "Q"}, "response": {"text": "done"}}),
+            ],
+            serde_json::Value::Null,
+            None,
+        );
+        broker.refuse_sends.store(2, Ordering::SeqCst);
+        for body in ["one", "two", "three"] {
+            broker.put("Q", request(body, "R"));
+        }
+        // The third is answered; the first two were acknowledged without a reply,
+        // not sent back to go round again.
+        broker.take("R").await.expect("the third is answered");
+        rt.shutdown().await;
+        let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
+        assert_eq!(how, [Settle::Ack, Settle::Ack, Settle::Ack]);
+        assert_eq!(broker.depth("Q"), 0);
+        assert_eq!(broker.depth("R"), 0, "one reply only");
+        assert_eq!(metrics.matched_total(), 3);
+        let listed = listed(&incidents);
+        assert!(
+            listed.len() == 1
+                && listed[0].contains("a reply to a request on queue Q could not be sent")
+                && listed[0].contains("no such name (test)")
+                && listed[0].contains("the replies were dropped and their requests acknowledged"),
+            "{listed:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

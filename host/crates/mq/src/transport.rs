@@ -22,6 +22,8 @@ pub struct BrokerError {
     /// The queue the broker says does not exist, when that is the failure: the
     /// runtime then says so once, calmly, instead of logging every retry.
     missing_queue: Option<String>,
+    /// Sending this message again as it is could not succeed (see [`BrokerError::refused`]).
+    lasting: bool,
 }
 
 impl BrokerError {
@@ -29,6 +31,7 @@ impl BrokerError {
         BrokerError {
             message: s.into(),
             missing_queue: None,
+            lasting: false,
         }
     }
 
@@ -37,7 +40,25 @@ impl BrokerError {
         BrokerError {
             message: s.into(),
             missing_queue: Some(queue.into()),
+            lasting: false,
         }
+    }
+
+    /// A message that cannot be sent as it is, however often it is tried: its
+    /// destination is no name the protocol allows (a rendered MQTT topic with a
+    /// wildcard, a NATS subject with a space). A reply refused so is dropped and its
+    /// request acknowledged, rather than the request coming back for ever.
+    pub fn refused(s: impl Into<String>) -> Self {
+        BrokerError {
+            message: s.into(),
+            missing_queue: None,
+            lasting: true,
+        }
+    }
+
+    /// Whether trying again could not help ([`BrokerError::refused`]).
+    pub fn is_lasting(&self) -> bool {
+        self.lasting
     }
 
     /// The queue that does not exist, when that is what failed.

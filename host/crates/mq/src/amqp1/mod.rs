@@ -670,6 +670,14 @@ impl Amqp1Sender {
             .attach(&mut pooled.session);
         let link = match tokio::time::timeout(BROKER_TIMEOUT, attach).await {
             Ok(Ok(l)) => Arc::new(AsyncMutex::new(l)),
+            Ok(Err(e)) if not_found(&e) => {
+                // RabbitMQ ends the session with it: the next attach opens afresh.
+                *guard = None;
+                return Err(BrokerError::missing_queue(
+                    addr,
+                    format!("cannot send to {addr:?}: no such node on the broker ({e:?})"),
+                ));
+            }
             Ok(Err(e)) => return Err(err(&format!("cannot send to {addr:?}"), e)),
             Err(_) => {
                 *guard = None;
@@ -694,7 +702,13 @@ impl Amqp1Sender {
 
     async fn put(&self, to: &Destination, message: Message) -> Result<Put, BrokerError> {
         let addr = address(to);
-        let link = self.link(&addr).await?;
+        let link = match self.link(&addr).await {
+            Ok(l) => l,
+            // An address that does not exist (a reply-to naming a missing exchange):
+            // as a message returned unroutable.
+            Err(e) if e.missing().is_some() => return Ok(Put::NoSuchQueue),
+            Err(e) => return Err(e),
+        };
         let sendable = Sendable::builder()
             .message(convert::to_amqp(message))
             .build();

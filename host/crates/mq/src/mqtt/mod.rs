@@ -610,6 +610,14 @@ impl Publisher {
     }
 
     async fn publish(&self, topic: &str, message: &Message) -> Result<Put, BrokerError> {
+        // A topic rendered from a request (a template naming a user property) may
+        // hold a wildcard or be empty: the broker would end the connection for it,
+        // every time.
+        if let Err(e) = config::check_topic(topic, false, "the topic") {
+            return Err(BrokerError::refused(format!(
+                "cannot publish on {topic:?}: {e}"
+            )));
+        }
         if message.qos == Some(0) {
             if let Some(f) = &lock(&self.waiting).failed {
                 return Err(err("the connection for replies was lost", f));

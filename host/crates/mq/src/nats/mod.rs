@@ -518,6 +518,14 @@ impl Sender for NatsSender {
         message: Message,
     ) -> BoxFuture<'a, Result<Put, BrokerError>> {
         Box::pin(async move {
+            // A subject rendered from a request (its reply-to, a template) may be no
+            // subject at all: publishing it could never succeed.
+            if let Err(e) = config::check_subject(&to.name, false, "the subject") {
+                return Err(BrokerError::refused(format!(
+                    "cannot publish to {:?}: {e}",
+                    to.name
+                )));
+            }
             let subject = to.name.clone();
             let headers = to_headers(&message);
             // A moved (unmatched) request keeps its reply subject, so it can still be
