@@ -402,7 +402,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         &opts.root_dir,
         mq_load,
         opts.mq_threads
-            .unwrap_or_else(decoy_mq::threads::default_threads),
+            .unwrap_or_else(decoy_core::threads::default_threads),
         &metrics,
         plugins,
         opts.max_body_file_size,
@@ -572,7 +572,7 @@ pub async fn start(opts: ServeOptions) -> anyhow::Result<Running> {
         _ => opts
             .http
             .threads
-            .unwrap_or_else(http::threads::default_threads),
+            .unwrap_or_else(decoy_core::threads::default_threads),
     };
     let stubs =
         http::threads::start(layout, threads, &services, stub_ports, stop_rx.clone()).await?;

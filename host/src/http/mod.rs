@@ -92,7 +92,7 @@ pub struct HttpConfig {
     /// default what `DECOY_THREAD_LAYOUT` names, else [`threads::Layout::default`]).
     pub layout: threads::Layout,
     /// How many threads serve them in a per-thread layout (`--container-threads`;
-    /// `None`: [`threads::default_threads`], one per core but one).
+    /// `None`: [`decoy_core::threads::default_threads`], one per core but one).
     pub threads: Option<usize>,
 }
 

@@ -23,10 +23,12 @@
 //!   holds up only its own request) at the cost of the tail.
 //!
 //! Each serving thread's runtime is tokio's multi-thread runtime with one worker,
-//! not the current-thread runtime: with one worker nothing is stolen or handed
-//! over, and `block_in_place` still works, which a plugin's sleep and a plugin's
-//! shared-state `kv` call need (the current-thread runtime refuses them). Such a
-//! call then moves the thread's other connections to a fresh thread while it waits.
+//! not the current-thread runtime (`decoy_core::threads::one_worker_runtime`, as
+//! the MQ side's): with one worker nothing is stolen or handed over, and
+//! `block_in_place` still works, which a plugin's sleep and a plugin's shared-state
+//! `kv` call need (the current-thread runtime refuses them). Such a call then moves
+//! the thread's other connections to a fresh thread while it waits. How many there
+//! are by default, one per core but one, is `decoy_core::threads::default_threads`.
 //!
 //! Whatever the layout, the admin port (`--admin-port`), webhooks, message queues,
 //! the watcher, the dashboard's sampler and shared state run on the shared runtime
@@ -41,6 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use decoy_core::threads::one_worker_runtime;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -105,25 +108,6 @@ impl fmt::Display for Layout {
             Layout::Shared => "shared",
         })
     }
-}
-
-/// The threads to serve with when none are given: one per core but one, and at
-/// least one.
-///
-/// The core left over is for whatever else the machine runs beside the stub ports:
-/// in a performance test, usually the load generator; otherwise the kernel's network
-/// work and decoy's shared runtime (admin API, message queues, webhooks). Measured
-/// with `bench/tail.py` on a two-core machine shared with the load generator, one
-/// serving thread had a closed-loop p99 at 32 connections of 1.5 times nginx's
-/// (one worker) against 6.2 times with two, at about the same throughput: a second
-/// serving thread there only takes turns with the load generator for a core.
-/// `--container-threads` sets the count where decoy has the machine to itself.
-pub fn default_threads() -> usize {
-    default_threads_for(std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-fn default_threads_for(cores: usize) -> usize {
-    cores.saturating_sub(1).max(1)
 }
 
 /// A connection the dealer accepted for a serving thread. It counts against
@@ -339,12 +323,7 @@ async fn spawn_thread(
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name(runtime_name)
-                .enable_all()
-                .build()
-            {
+            let runtime = match one_worker_runtime(&runtime_name) {
                 Ok(rt) => rt,
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -381,14 +360,6 @@ mod tests {
         assert_eq!(" Dealt ".parse::<Layout>(), Ok(Layout::Dealt));
         let err = "stealing".parse::<Layout>().unwrap_err();
         assert!(err.contains("reuseport, dealt, shared"), "{err}");
-    }
-
-    #[test]
-    fn the_default_leaves_a_core_for_the_rest_of_the_machine() {
-        assert_eq!(default_threads_for(1), 1);
-        assert_eq!(default_threads_for(2), 1);
-        assert_eq!(default_threads_for(4), 3);
-        assert_eq!(default_threads_for(16), 15);
     }
 
     #[tokio::test]

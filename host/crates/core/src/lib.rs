@@ -41,6 +41,8 @@
 //!   implements, so `message` listeners and the admin API publish without this crate
 //!   naming a broker, and the sub-events a served request's listeners leave in the
 //!   journal.
+//! - [`threads`]: what the transports' serving threads share: their default count
+//!   (one per core but one) and the runtime of one worker each runs.
 //!
 //! May depend on: `decoy-spec`, `decoy-matching`, `decoy-plugin-host`,
 //! `decoy-template`. Must not
@@ -64,4 +66,5 @@ pub mod shared;
 pub mod store;
 pub mod stub_files;
 pub mod templates;
+pub mod threads;
 pub mod webhooks;

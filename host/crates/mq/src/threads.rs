@@ -15,8 +15,10 @@
 //! connection on the thread that accepted it.
 //!
 //! Each runtime is tokio's multi-threaded one with a single worker rather than the
-//! current-thread one: a plugin that waits on a clock is run with `block_in_place`,
-//! which the current-thread runtime does not allow.
+//! current-thread one (`decoy_core::threads::one_worker_runtime`, as the HTTP side's):
+//! a plugin that waits on a clock is run with `block_in_place`, which the
+//! current-thread runtime does not allow. The default count is the HTTP side's too
+//! (`decoy_core::threads::default_threads`).
 //!
 //! The threads end when the [`MqThreads`] is dropped, or when the runtime that
 //! started them shuts down (a test dropping its runtime without stopping the
@@ -25,6 +27,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use decoy_core::threads::one_worker_runtime;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -35,15 +38,6 @@ pub struct MqThreads {
     handles: Vec<Handle>,
     /// Dropping these ends the threads.
     _stops: Vec<oneshot::Sender<()>>,
-}
-
-/// One per core but one, at least one: the same default as the HTTP serving
-/// threads, leaving a core to the broker, the load generator and the rest.
-pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .saturating_sub(1)
-        .max(1)
 }
 
 impl MqThreads {
@@ -66,12 +60,7 @@ impl MqThreads {
             let name = format!("decoy-mq-{i}");
             let runtime_name = name.clone();
             std::thread::Builder::new().name(name).spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name(runtime_name)
-                    .enable_all()
-                    .build()
-                {
+                let runtime = match one_worker_runtime(&runtime_name) {
                     Ok(rt) => rt,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
