@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use decoy_matching::custom::{CustomMatch, CustomMatchers, MatchFailure, MissingMatcher};
-use decoy_plugin_host::{Plugin, PluginFailure, PluginRequest, Plugins, wit};
+use decoy_plugin_host::{AnswerKey, Plugin, PluginFailure, PluginRequest, Plugins, wit};
 use decoy_spec::fields::{FieldError, FieldResult, Fields, as_object, as_str, join};
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::request::RequestSnapshot;
@@ -158,6 +158,9 @@ pub struct Transformers {
     /// The answer's templates, when the host renders them itself (see
     /// [`crate::templates`]): set when the stub loads.
     native: Option<Arc<crate::templates::NativeTemplates>>,
+    /// The stub's own HTTP answer and its key, set when the stub loads (see
+    /// [`Transformers::key_answer`]); boxed, as `context`.
+    stub: Option<Box<StubAnswer>>,
 }
 
 /// What the calls of one mapping's transformers share, built on the first call.
@@ -167,58 +170,44 @@ struct CallCache {
     /// The stub's own answer as the plugin sees it, built on the first HTTP call:
     /// a call on the stub's unchanged plan (the usual case) lowers it from here
     /// instead of copying every header and the body into new strings first.
-    stub_response: std::sync::OnceLock<StubResponse>,
+    stub_record: std::sync::OnceLock<wit::Response>,
 }
 
 /// The largest stub body kept, per mapping, in the WIT record a transformer is
 /// given (a larger one is copied for each call, as the call would copy it anyway).
 const STUB_RECORD_MAX_BODY: usize = 64 * 1024;
 
-/// A stub's answer in both forms: as served (shared with the mapping) and as the
-/// WIT record a transformer is given.
+/// A stub's HTTP answer as it loaded (shared with the mapping), and the key a
+/// transformer's instance is prepared for it by, made then: the answer is the same
+/// on every call of the loaded stub, so no call hashes it.
 #[derive(Debug, Clone)]
-struct StubResponse {
+struct StubAnswer {
+    status: u16,
     headers: Arc<[(HeaderName, HeaderValue)]>,
     body: Bytes,
-    record: wit::Response,
+    key: AnswerKey,
 }
 
-impl StubResponse {
-    fn of(plan: &ResponsePlan) -> StubResponse {
-        StubResponse {
-            headers: plan.headers.clone(),
-            body: plan.body.clone(),
-            record: http_response_record(plan),
-        }
-    }
-
+impl StubAnswer {
     /// Whether `plan` is still this answer (the same shared headers and body).
     fn is(&self, plan: &ResponsePlan) -> bool {
-        let wit::Response::Http(r) = &self.record else {
-            return false;
-        };
-        r.status == plan.status
+        self.status == plan.status
             && Arc::ptr_eq(&self.headers, &plan.headers)
             && self.body.as_ptr() == plan.body.as_ptr()
             && self.body.len() == plan.body.len()
     }
-
-    /// Whether a plugin's `headers` are this answer's, name for name and value for
-    /// value, in order.
-    fn same_headers(&self, headers: &[(String, String)]) -> bool {
-        let wit::Response::Http(r) = &self.record else {
-            return false;
-        };
-        r.headers.as_slice() == headers
-    }
 }
 
 /// The WIT record of an HTTP answer.
-fn http_response_record(plan: &ResponsePlan) -> wit::Response {
+fn http_response_record(
+    status: u16,
+    headers: &[(HeaderName, HeaderValue)],
+    body: &Bytes,
+) -> wit::Response {
     wit::Response::Http(wit::HttpResponse {
-        status: plan.status,
-        headers: header_fields(plan.headers.iter().map(|(k, v)| (k, v))),
-        body: plan.body.to_vec(),
+        status,
+        headers: header_fields(headers.iter().map(|(k, v)| (k, v))),
+        body: body.to_vec(),
         delay_ms: None,
     })
 }
@@ -237,7 +226,7 @@ impl Transformers {
         self.context.get_or_init(|| {
             Box::new(CallCache {
                 context: call_context(id, name, &self.parameters),
-                stub_response: std::sync::OnceLock::new(),
+                stub_record: std::sync::OnceLock::new(),
             })
         })
     }
@@ -320,6 +309,7 @@ impl Transformers {
                 parameters,
                 context: std::sync::OnceLock::new(),
                 native: None,
+                stub: None,
             })
         } else {
             Err(errors)
@@ -359,22 +349,56 @@ impl Transformers {
         Ok(())
     }
 
+    /// Keeps the stub's own HTTP answer as it is served (`status`, `headers`,
+    /// `body`) with its [`AnswerKey`], made here, once: a call on that answer gives
+    /// it to the first transformer, which then hashes nothing to know whether its
+    /// instance was prepared for it. Called when the stub loads, after
+    /// [`prepare_templates`](Self::prepare_templates); a stub without transformers,
+    /// or whose templates the host renders itself, calls no plugin and keeps nothing.
+    pub fn key_answer(
+        &mut self,
+        status: u16,
+        headers: &Arc<[(HeaderName, HeaderValue)]>,
+        body: &Bytes,
+    ) {
+        if self.plugins.is_empty() || self.native.is_some() {
+            return;
+        }
+        self.stub = Some(Box::new(StubAnswer {
+            status,
+            headers: headers.clone(),
+            body: body.clone(),
+            key: AnswerKey::of(&http_response_record(status, headers, body)),
+        }));
+    }
+
     /// Runs the chain over `response`, in order, and checks what the last plugin
-    /// gave back with `accept`. This is the failure rule for both transports: a call
-    /// that fails is that plugin's failure (counted and logged by the runtime); an
-    /// answer `accept` refuses (wrong kind, invalid header...) counts against the
-    /// plugin that gave it, the last one, and is logged here.
+    /// gave back with `accept`. `key` is `response`'s [`AnswerKey`] when the caller
+    /// made it once (a stub's own answer, keyed when it loaded): the first plugin is
+    /// given it; each later one is given what the one before made, which differs
+    /// per call and is hashed by the call.
+    ///
+    /// This is the failure rule for both transports: a call that fails is that
+    /// plugin's failure (counted and logged by the runtime); an answer `accept`
+    /// refuses (wrong kind, invalid header...) counts against the plugin that gave
+    /// it, the last one, and is logged here.
     pub fn run<T>(
         &self,
         context: &wit::CallContext,
         request: &PluginRequest,
         response: &wit::Response,
+        key: Option<AnswerKey>,
         accept: impl FnOnce(wit::Response) -> Result<T, String>,
     ) -> Result<T, PluginFailure> {
         let mut changed: Option<wit::Response> = None;
         for plugin in &self.plugins {
-            let input = changed.as_ref().unwrap_or(response);
-            changed = Some(plugin.transform(context, request, input)?);
+            changed = Some(match &changed {
+                Some(input) => plugin.transform(context, request, input)?,
+                None => match key {
+                    Some(key) => plugin.transform_keyed(context, request, response, key)?,
+                    None => plugin.transform(context, request, response)?,
+                },
+            });
         }
         accept(changed.unwrap_or_else(|| response.clone())).map_err(|reason| {
             let last = self.plugins.last();
@@ -408,20 +432,26 @@ impl Transformers {
             return native.render(plugin, req, &path_parameters, plan);
         }
         let cache = self.cache(id, name);
+        let stub = self.stub.as_deref().filter(|s| s.is(plan));
         // A large body is not kept a second time for every mapping that has one.
-        let stub = (plan.body.len() <= STUB_RECORD_MAX_BODY)
-            .then(|| cache.stub_response.get_or_init(|| StubResponse::of(plan)))
-            .filter(|s| s.is(plan));
+        let stub_record = stub
+            .filter(|_| plan.body.len() <= STUB_RECORD_MAX_BODY)
+            .map(|_| {
+                cache
+                    .stub_record
+                    .get_or_init(|| http_response_record(plan.status, &plan.headers, &plan.body))
+            });
         let fresh;
-        let response = match stub {
-            Some(s) => &s.record,
+        let response = match stub_record {
+            Some(r) => r,
             None => {
-                fresh = http_response_record(plan);
+                fresh = http_response_record(plan.status, &plan.headers, &plan.body);
                 &fresh
             }
         };
+        let key = stub.map(|s| s.key);
         let (r, headers) = with_http_request(req, &path_parameters, |request| {
-            self.run(&cache.context, request, response, |r| {
+            self.run(&cache.context, request, response, key, |r| {
                 let wit::Response::Http(r) = r else {
                     return Err("it returned an MQ reply for an HTTP request".into());
                 };
@@ -433,7 +463,9 @@ impl Transformers {
                 }
                 // Headers given back unchanged stay the stub's own list: nothing to
                 // parse or allocate, and the journal shares it with the stub.
-                if let Some(stub) = stub.filter(|s| s.same_headers(&r.headers)) {
+                if let (Some(stub), Some(wit::Response::Http(record))) = (stub, stub_record)
+                    && record.headers == r.headers
+                {
                     return Ok((r, stub.headers.clone()));
                 }
                 let mut headers = Vec::with_capacity(r.headers.len());
@@ -714,6 +746,122 @@ mod tests {
             .with_body(body.to_vec());
         snap.client_addr = client.map(|a| a.parse().expect("a socket address"));
         snap
+    }
+
+    /// Loads a stub answering `body` through `transformers`, as a (re)load of its
+    /// file does: the same id each time, a new mapping.
+    fn load_stub(
+        plugins: &Arc<Plugins>,
+        body: &str,
+        transformers: &[&str],
+    ) -> crate::mapping::Mapping {
+        let ctx = crate::mapping::ParseContext {
+            files_dir: "/nonexistent".into(),
+            max_body_file_size: crate::mapping::DEFAULT_MAX_BODY_FILE_SIZE,
+            plugins: Some(plugins.clone()),
+            global_templating: false,
+        };
+        let stub = serde_json::json!({
+            "id": "6f1d2c1e-3b7a-4c1e-9a51-1f0c2d3e4b5a",
+            "request": {"urlPath": "/t"},
+            "response": {"body": body, "headers": {"X-Kind": "test"},
+                         "transformers": transformers}
+        });
+        crate::mapping::Mapping::parse(&stub, &ctx, None, &mut Vec::new()).unwrap()
+    }
+
+    /// The stub's answer to `GET url`, through its transformers.
+    fn answer(m: &crate::mapping::Mapping, url: &str) -> String {
+        let mut plan = crate::engine::plan_for(m);
+        m.response
+            .transformers
+            .transform_http(
+                (&m.id, m.name.as_deref()),
+                &RequestSnapshot::new("GET", url),
+                Vec::new(),
+                &mut plan,
+            )
+            .unwrap();
+        String::from_utf8(plan.body.to_vec()).unwrap()
+    }
+
+    fn bundled_plugins() -> Arc<Plugins> {
+        Arc::new(Plugins::new(None, Plugins::default_cache_dir()))
+    }
+
+    /// The stub's answer is keyed when it loads, so the calls hash nothing: an
+    /// instance prepared for it is prepared again only when a reload changed it.
+    #[test]
+    fn a_reloaded_stub_prepares_again_when_its_answer_changed_and_only_then() {
+        let plugins = bundled_plugins();
+        let plugin = plugins.get(crate::templates::PLUGIN).unwrap();
+        let compilations = || {
+            plugin
+                .stats
+                .compilations
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        // A helper: the plugin's to render, not the host's.
+        let first = load_stub(
+            &plugins,
+            "{{upper request.path}} one",
+            &["response-template"],
+        );
+        assert_eq!(answer(&first, "/t"), "/T one");
+        assert_eq!(compilations(), 1);
+        assert_eq!(answer(&first, "/t?again"), "/T one");
+        assert_eq!(compilations(), 1, "prepared once for the loaded stub");
+
+        let same = load_stub(
+            &plugins,
+            "{{upper request.path}} one",
+            &["response-template"],
+        );
+        assert_eq!(answer(&same, "/t"), "/T one");
+        assert_eq!(
+            compilations(),
+            1,
+            "an unchanged answer is not prepared again"
+        );
+
+        let changed = load_stub(
+            &plugins,
+            "{{upper request.path}} two",
+            &["response-template"],
+        );
+        assert_eq!(answer(&changed, "/t"), "/T two");
+        assert_eq!(compilations(), 2, "a changed answer is prepared again");
+        assert_eq!(answer(&changed, "/t"), "/T two");
+        assert_eq!(compilations(), 2);
+        let key =
+            |m: &crate::mapping::Mapping| m.response.transformers.stub.as_ref().map(|s| s.key);
+        assert!(key(&first).is_some(), "keyed when it loaded");
+        assert_eq!(key(&first), key(&same));
+        assert_ne!(key(&first), key(&changed));
+        assert_eq!(
+            plugin
+                .stats
+                .failures
+                .load(std::sync::atomic::Ordering::Relaxed),
+            0
+        );
+    }
+
+    /// Only the first transformer of a chain is given the stub's answer; the next
+    /// is given what the first made of it for this request, and is prepared for
+    /// that, whatever it was prepared for before.
+    #[test]
+    fn a_later_transformer_of_a_chain_is_prepared_for_what_the_one_before_made() {
+        let plugins = bundled_plugins();
+        // The first pass leaves `{{upper request.path}}` (escaped) for the second.
+        let m = load_stub(
+            &plugins,
+            "\\{{upper request.path}} {{lower 'ONE'}}",
+            &["response-template", "response-template"],
+        );
+        assert_eq!(answer(&m, "/t"), "/T one");
+        assert_eq!(answer(&m, "/t"), "/T one");
+        assert_eq!(answer(&m, "/t"), "/T one");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub use super::transport::Destination;
 use decoy_core::mapping::load::{Problem, StubRef, json_files, load_stub_file};
 use decoy_core::mapping::{BodyFiles, DEFAULT_PRIORITY, parse_body_field};
 use decoy_matching::pattern::StringPattern;
+use decoy_plugin_host::{AnswerKey, wit};
 use decoy_spec::fields::{
     FieldError, FieldResult, as_bool, as_i64, as_object, as_str, as_u64, join, kind, show,
     warn_unknown,
@@ -179,8 +180,24 @@ pub struct MqResponse {
     pub delay_distribution: Option<DelayDistribution>,
     /// Plugins that build the reply from the request (`transformers`).
     pub transformers: decoy_core::plugins::Transformers,
+    /// What a transformer's instance is prepared by for this reply's own body and
+    /// properties, and for a templated destination's name: the answers are the same
+    /// on every message, so each key is made once, when the mapping loads (`None`
+    /// without transformers; see `decoy_plugin_host::AnswerKey`).
+    pub reply_key: Option<AnswerKey>,
+    pub destination_key: Option<AnswerKey>,
     /// MQTT: the broker keeps the reply as its topic's last message (`retain`).
     pub retain: bool,
+}
+
+/// A reply as a transformer is given it.
+pub(crate) fn reply_record(body: &[u8], properties: Vec<(String, String)>) -> wit::Response {
+    wit::Response::Mq(wit::MqReply {
+        body: body.to_vec(),
+        properties,
+        destination: None,
+        delay_ms: None,
+    })
 }
 
 impl Default for MqResponse {
@@ -194,6 +211,8 @@ impl Default for MqResponse {
             fixed_delay: Duration::ZERO,
             delay_distribution: None,
             transformers: Default::default(),
+            reply_key: None,
+            destination_key: None,
             retain: false,
         }
     }
@@ -1289,11 +1308,21 @@ fn parse_response(
         }
         Ok(())
     })());
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
+    if !errors.is_empty() {
+        return Err(errors);
     }
+    if !out.transformers.is_empty() {
+        out.reply_key = Some(AnswerKey::of(&reply_record(
+            &out.body,
+            out.properties.clone(),
+        )));
+        out.destination_key = out
+            .destination
+            .as_ref()
+            .filter(|d| d.name.contains("{{"))
+            .map(|d| AnswerKey::of(&reply_record(d.name.as_bytes(), Vec::new())));
+    }
+    Ok(out)
 }
 
 /// Reads MQ files written for a test: one connection and `mappings` (one file each).

@@ -216,17 +216,18 @@ fn transform_reply(
     to: &mut Destination,
     delay: &mut Duration,
 ) -> Result<(), decoy_plugin_host::PluginFailure> {
+    use crate::config::reply_record;
     use decoy_plugin_host::wit;
     let t = &mapping.response.transformers;
     let ctx = t.context(&mapping.id, mapping.name.as_deref());
     let req = plugin_request(mapping, request);
-    let response = wit::Response::Mq(wit::MqReply {
-        body: reply.body.to_vec(),
-        properties: reply.properties.clone(),
-        destination: None,
-        delay_ms: None,
-    });
-    let r = t.run(ctx, &req, &response, |r| match r {
+    let response = reply_record(&reply.body, reply.properties.clone());
+    // The mapping's own body and properties (`reply_for`) are keyed since it loaded.
+    let own = reply.body.as_ptr() == mapping.response.body.as_ptr()
+        && reply.body.len() == mapping.response.body.len()
+        && reply.properties == mapping.response.properties;
+    let key = mapping.response.reply_key.filter(|_| own);
+    let r = t.run(ctx, &req, &response, key, |r| match r {
         wit::Response::Mq(r) => Ok(r),
         wit::Response::Http(_) => Err("it returned an HTTP response for a message".into()),
     })?;
@@ -242,16 +243,17 @@ fn transform_reply(
     {
         // A templated destination (`devices/{{...}}/ack`) is rendered by the same
         // transformers as the body, with the name as the body to render.
-        let name = wit::Response::Mq(wit::MqReply {
-            body: d.name.as_bytes().to_vec(),
-            properties: Vec::new(),
-            destination: None,
-            delay_ms: None,
-        });
-        let r = t.run(ctx, &req, &name, |r| match r {
-            wit::Response::Mq(r) => Ok(r),
-            wit::Response::Http(_) => Err("it returned an HTTP response for a message".into()),
-        })?;
+        let name = reply_record(d.name.as_bytes(), Vec::new());
+        let r = t.run(
+            ctx,
+            &req,
+            &name,
+            mapping.response.destination_key,
+            |r| match r {
+                wit::Response::Mq(r) => Ok(r),
+                wit::Response::Http(_) => Err("it returned an HTTP response for a message".into()),
+            },
+        )?;
         let rendered = String::from_utf8_lossy(&r.body).trim().to_owned();
         if rendered.is_empty() {
             return Err(decoy_plugin_host::PluginFailure {

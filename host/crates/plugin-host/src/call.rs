@@ -5,11 +5,14 @@
 //! `response-template` compiles the answer's templates): before an instance
 //! transforms an answer of a mapping for the first time, or an answer that changed,
 //! `prepare` is called on it with [`PREPARE_BUDGET`] of CPU time, and only then the
-//! transform, under the plugin's deadline. Each instance remembers, per mapping, a
-//! hash of the answer it was prepared for, so later calls skip straight to the
-//! transform (hashing the answer costs a small part of copying it into the guest).
-//! Compiled state lives in an instance's own memory, which no other instance can
-//! read: each instance prepares once per mapping and answer.
+//! transform, under the plugin's deadline. Each instance remembers, per mapping, the
+//! [`AnswerKey`] (a hash) of the answer it was prepared for, so later calls skip
+//! straight to the transform. A caller whose answer is the same on every call (a
+//! stub's own answer, which `decoy-core` keys once when the stub loads) makes the
+//! key once and passes it in ([`Plugin::transform_keyed`]); otherwise the answer is
+//! hashed on each call that may prepare (what an earlier transformer of a chain made
+//! differs per request). Compiled state lives in an instance's own memory, which no
+//! other instance can read: each instance prepares once per mapping and answer.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -41,8 +44,8 @@ pub(crate) struct Warm {
     prepare: Option<prepare::Guest>,
     /// Calls this instance has served.
     calls: u64,
-    /// By mapping id, the hash of the answer this instance was last prepared for.
-    prepared: HashMap<String, u64>,
+    /// By mapping id, the answer this instance was last prepared for.
+    prepared: HashMap<String, AnswerKey>,
     /// The compilations this instance last reported from `prepare` (a running total).
     compilations: u64,
     /// Whether `prepare` is running (or trapped) on it.
@@ -50,6 +53,36 @@ pub(crate) struct Warm {
     /// The plugin's deadline for a call, in time and in epoch ticks.
     timeout: Duration,
     deadline_ticks: u64,
+}
+
+/// Which answer an instance was prepared for: a hash of what a transformer is given
+/// as the answer, its headers (or properties) and body (a status or delay change
+/// prepares nothing new, but costs little to hash too). Equal answers have equal
+/// keys, whoever makes them; it is plain data, made from the WIT record alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AnswerKey(u64);
+
+impl AnswerKey {
+    /// The key of `response`.
+    pub fn of(response: &wit::Response) -> AnswerKey {
+        let mut h = foldhash::quality::FixedState::with_seed(0).build_hasher();
+        let (tag, fields, body, status) = match response {
+            wit::Response::Http(r) => (0u8, &r.headers, &r.body, r.status),
+            wit::Response::Mq(r) => (1u8, &r.properties, &r.body, 0),
+        };
+        h.write_u8(tag);
+        h.write_u16(status);
+        h.write_usize(fields.len());
+        for (name, value) in fields {
+            h.write_usize(name.len());
+            h.write(name.as_bytes());
+            h.write_usize(value.len());
+            h.write(value.as_bytes());
+        }
+        h.write_usize(body.len());
+        h.write(body);
+        AnswerKey(h.finish())
+    }
 }
 
 /// Why a plugin call gave no answer.
@@ -114,20 +147,30 @@ impl Code {
 
 impl Warm {
     /// Calls `prepare` for `response` of the call's mapping, unless this instance
-    /// was prepared for that answer already (or the plugin has no `prepare`). It
-    /// runs under [`PREPARE_BUDGET`]; the call's own deadline starts afresh after it.
+    /// was prepared for that answer already (or the plugin has no `prepare`); `key`
+    /// is the answer's key when the caller made it, else it is made here. It runs
+    /// under [`PREPARE_BUDGET`]; the call's own deadline starts afresh after it.
     /// Adds what the instance reports compiling since its last report to `stats`.
     fn prepare_for(
         &mut self,
         stats: &super::PluginStats,
         context: &wit::CallContext,
         response: &wit::Response,
+        key: Option<AnswerKey>,
     ) -> wasmtime::Result<Result<(), wit::PluginError>> {
         let Some(p) = self.prepare.clone() else {
             return Ok(Ok(()));
         };
-        let hash = answer_hash(response);
-        if self.prepared.get(&context.mapping_id) == Some(&hash) {
+        let key = match key {
+            Some(key) => {
+                // A key of another answer would leave the instance prepared for the
+                // wrong one: debug builds (every test) check the caller's.
+                debug_assert_eq!(key, AnswerKey::of(response), "the key of another answer");
+                key
+            }
+            None => AnswerKey::of(response),
+        };
+        if self.prepared.get(&context.mapping_id) == Some(&key) {
             return Ok(Ok(()));
         }
         self.preparing = true;
@@ -148,7 +191,7 @@ impl Warm {
         if self.prepared.len() >= MAX_PREPARED {
             self.prepared.clear();
         }
-        self.prepared.insert(context.mapping_id.clone(), hash);
+        self.prepared.insert(context.mapping_id.clone(), key);
         Ok(Ok(()))
     }
 
@@ -164,28 +207,6 @@ impl Warm {
 /// Epoch ticks for `budget` (at least one whole tick past it).
 fn ticks(budget: Duration) -> u64 {
     (budget.as_millis() / super::TICK.as_millis()).max(1) as u64 + 1
-}
-
-/// A hash of what a transformer is given as the answer: its headers and body (a
-/// status or delay change prepares nothing new, but costs little to hash too).
-fn answer_hash(response: &wit::Response) -> u64 {
-    let mut h = foldhash::quality::FixedState::with_seed(0).build_hasher();
-    let (tag, fields, body, status) = match response {
-        wit::Response::Http(r) => (0u8, &r.headers, &r.body, r.status),
-        wit::Response::Mq(r) => (1u8, &r.properties, &r.body, 0),
-    };
-    h.write_u8(tag);
-    h.write_u16(status);
-    h.write_usize(fields.len());
-    for (name, value) in fields {
-        h.write_usize(name.len());
-        h.write(name.as_bytes());
-        h.write_usize(value.len());
-        h.write(value.as_bytes());
-    }
-    h.write_usize(body.len());
-    h.write(body);
-    h.finish()
 }
 
 /// How one attempt at a call ended.
@@ -204,13 +225,35 @@ impl Plugin {
         request: &PluginRequest,
         response: &wit::Response,
     ) -> Result<wit::Response, PluginFailure> {
+        self.transform_with(context, request, response, None)
+    }
+
+    /// Runs the plugin's transformer on an answer whose key the caller made once
+    /// (`key` is [`AnswerKey::of`] `response`): nothing is hashed for the call.
+    pub fn transform_keyed(
+        self: &Arc<Self>,
+        context: &wit::CallContext,
+        request: &PluginRequest,
+        response: &wit::Response,
+        key: AnswerKey,
+    ) -> Result<wit::Response, PluginFailure> {
+        self.transform_with(context, request, response, Some(key))
+    }
+
+    fn transform_with(
+        self: &Arc<Self>,
+        context: &wit::CallContext,
+        request: &PluginRequest,
+        response: &wit::Response,
+        key: Option<AnswerKey>,
+    ) -> Result<wit::Response, PluginFailure> {
         self.with_instance(context, request, |w| {
             let Some(t) = w.transformer.clone() else {
                 return Ok(Err(wit::PluginError {
                     message: "it has no transformer (it is a matcher plugin)".into(),
                 }));
             };
-            if let Err(e) = w.prepare_for(&self.stats, context, response)? {
+            if let Err(e) = w.prepare_for(&self.stats, context, response, key)? {
                 return Ok(Err(e));
             }
             t.call_transform(&mut w.store, context, &request.request, response)
@@ -511,6 +554,46 @@ impl Plugin {
             plugin: self.name.clone(),
             reason,
             loading: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, headers: &[(&str, &str)], body: &str) -> wit::Response {
+        wit::Response::Http(wit::HttpResponse {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            body: body.as_bytes().to_vec(),
+            delay_ms: None,
+        })
+    }
+
+    #[test]
+    fn equal_answers_have_equal_keys_and_any_change_changes_the_key() {
+        let answer = http(200, &[("a", "1")], "{{x}}");
+        assert_eq!(AnswerKey::of(&answer), AnswerKey::of(&answer.clone()));
+        let others = [
+            http(201, &[("a", "1")], "{{x}}"),
+            http(200, &[("a", "2")], "{{x}}"),
+            http(200, &[("a", "1"), ("b", "")], "{{x}}"),
+            // The same bytes, cut elsewhere.
+            http(200, &[("a1", "")], "{{x}}"),
+            http(200, &[("a", "1")], "{{y}}"),
+            wit::Response::Mq(wit::MqReply {
+                body: b"{{x}}".to_vec(),
+                properties: vec![("a".into(), "1".into())],
+                destination: None,
+                delay_ms: None,
+            }),
+        ];
+        for other in others {
+            assert_ne!(AnswerKey::of(&answer), AnswerKey::of(&other), "{other:?}");
         }
     }
 }

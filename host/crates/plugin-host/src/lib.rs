@@ -15,7 +15,8 @@
 //!   `isolation: per-request` makes a fresh instance for every call;
 //! - a transformer that exports `prepare` has it called on an instance before that
 //!   instance first transforms a mapping's answer (and again when the answer
-//!   changes), under a budget of seconds rather than the call's deadline: what it
+//!   changes, told by its [`AnswerKey`], which a caller with a fixed answer makes
+//!   once), under a budget of seconds rather than the call's deadline: what it
 //!   compiles for the mapping then costs the calls nothing;
 //! - compiled code is cached on disk under the hash of the `.wasm` and of the engine's
 //!   configuration, so a restart deserializes instead of compiling;
@@ -47,7 +48,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
-pub use call::PluginFailure;
+pub use call::{AnswerKey, PluginFailure};
 pub use load::{CheckReport, PluginSettings, check_file};
 
 wasmtime::component::bindgen!({

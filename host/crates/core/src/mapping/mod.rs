@@ -325,6 +325,9 @@ impl Mapping {
                 ) {
                     warnings.extend(errors);
                 }
+                response
+                    .transformers
+                    .key_answer(response.status, &served, &response.body);
 
                 if let Some(c) = request.custom_matcher() {
                     c.bind(&id, name.as_deref());
