@@ -119,6 +119,49 @@ pub struct MqttBroker {
     unsolicited: Arc<Mutex<HashMap<String, u32>>>,
     /// Receivers per filter (the largest `receiveThreads` of its mappings).
     receivers: HashMap<String, usize>,
+    /// The numbers of a filter's live receivers (the `rN` of their client ids).
+    numbers: Arc<Mutex<HashMap<String, std::collections::BTreeSet<usize>>>>,
+}
+
+/// A receiver's number among its filter's receivers: the lowest free one, given
+/// back when the receiver ends. So a filter's receivers are `r0` to `rN-1` whatever
+/// other filters the connection serves, and reconnect (and, after a reload, a new
+/// broker's receivers take over) with the same client ids: their sessions, and the
+/// requests the broker keeps in them, are never left behind under an id no receiver
+/// uses any more.
+struct Number {
+    numbers: Arc<Mutex<HashMap<String, std::collections::BTreeSet<usize>>>>,
+    filter: String,
+    n: usize,
+}
+
+impl Number {
+    fn take(
+        numbers: &Arc<Mutex<HashMap<String, std::collections::BTreeSet<usize>>>>,
+        filter: &str,
+    ) -> Number {
+        let mut all = numbers.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = all.entry(filter.to_owned()).or_default();
+        let n = (0..).find(|n| !taken.contains(n)).unwrap_or(0);
+        taken.insert(n);
+        Number {
+            numbers: numbers.clone(),
+            filter: filter.to_owned(),
+            n,
+        }
+    }
+}
+
+impl Drop for Number {
+    fn drop(&mut self) {
+        let mut all = self.numbers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(taken) = all.get_mut(&self.filter) {
+            taken.remove(&self.n);
+            if taken.is_empty() {
+                all.remove(&self.filter);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for MqttBroker {
@@ -144,6 +187,7 @@ impl MqttBroker {
                 .map(|_| AsyncMutex::new(None))
                 .collect(),
             unsolicited: Arc::default(),
+            numbers: Arc::default(),
             config,
         }
     }
@@ -205,12 +249,13 @@ impl Broker for MqttBroker {
     fn receiver<'a>(
         &'a self,
         from: &'a Destination,
-        index: usize,
+        _index: usize,
     ) -> BoxFuture<'a, Result<Box<dyn Receiver>, BrokerError>> {
         Box::pin(async move {
             let receivers = self.receivers.get(&from.name).copied().unwrap_or(1);
             let filter = subscription(&from.name, receivers);
-            let client_id = self.client_id(&filter, &format!("r{index}"));
+            let number = Number::take(&self.numbers, &filter);
+            let client_id = self.client_id(&filter, &format!("r{}", number.n));
             let fresh = {
                 let mut u = self.unsolicited.lock().unwrap_or_else(|p| p.into_inner());
                 let again = u.get(&client_id).is_some_and(|n| *n >= 2);
@@ -287,6 +332,7 @@ impl Broker for MqttBroker {
                 rx,
                 shared,
                 _task: AbortOnDrop(task),
+                _number: number,
             }) as Box<dyn Receiver>)
         })
     }
@@ -366,6 +412,9 @@ struct MqttReceiver {
     rx: mpsc::UnboundedReceiver<Result<Box<dyn Delivery>, BrokerError>>,
     shared: Arc<ReceiverShared>,
     _task: AbortOnDrop,
+    /// Dropped after the task (fields drop in order): the number is free once the
+    /// connection that used it is closing.
+    _number: Number,
 }
 
 impl Receiver for MqttReceiver {
@@ -706,6 +755,23 @@ mod tests {
         );
         assert_eq!(subscription("devices/+/cmd", 1), "devices/+/cmd");
         assert_eq!(subscription("$share/g/a/#", 1), "$share/g/a/#");
+    }
+
+    #[test]
+    fn receivers_are_numbered_within_their_filter_and_numbers_are_reused() {
+        let numbers = Arc::default();
+        let (a0, a1) = (Number::take(&numbers, "a/+"), Number::take(&numbers, "a/+"));
+        let z0 = Number::take(&numbers, "z/+");
+        assert_eq!(
+            (a0.n, a1.n, z0.n),
+            (0, 1, 0),
+            "another filter does not shift them"
+        );
+        drop(a0);
+        let again = Number::take(&numbers, "a/+");
+        assert_eq!(again.n, 0, "a reconnecting receiver gets its number back");
+        drop((a1, again, z0));
+        assert!(numbers.lock().unwrap().is_empty());
     }
 
     #[test]
