@@ -121,6 +121,13 @@ impl Trouble {
         self.note(what, error, first, false);
     }
 
+    /// Something that goes wrong now and then and is not retried by decoy itself (an
+    /// acknowledgement lost with its connection): `first` is said, later ones are
+    /// counted and summarised every [`SUMMARY`].
+    pub fn happened(&self, what: &str, error: &BrokerError, first: String) {
+        self.note(what, error, first, false);
+    }
+
     /// Says `first` for a new failure of `what`, or counts (and now and then
     /// summarises) one going on; `quiet`: never summarised.
     fn note(&self, what: &str, error: &BrokerError, first: String, quiet: bool) {

@@ -950,6 +950,7 @@ fn unmatched(q: &QueueService, delivery: Box<dyn Delivery>, read_at: Instant) ->
 /// What [`Trouble`] calls failed puts and dropped replies.
 const PUTTING: &str = "putting replies";
 const DROPPING: &str = "a reply that cannot be sent";
+const ACKING: &str = "acknowledging requests";
 
 /// Puts one reply, then settles its request. A reply that cannot be sent as it is
 /// (no such queue, a destination the protocol does not allow) is dropped, said and
@@ -984,8 +985,17 @@ async fn deliver(s: &dyn Sender, broker: &dyn Broker, q: &QueueService, job: Job
             }
             if let Err(e) = delivery.settle(Settle::Ack).await {
                 // The reply went out but the ack did not: the request will be
-                // redelivered and answered again (at-least-once).
-                tracing::warn!("could not acknowledge a request on {}: {e}", q.queue);
+                // redelivered and answered again (at-least-once). A connection lost
+                // under a busy queue fails many at once: said once, then counted.
+                let first = format!(
+                    "could not acknowledge a request on {} ({}): {e}; it will be delivered \
+                     and answered again (at-least-once); while it goes on, one line every \
+                     {:?} counts them",
+                    q.queue,
+                    q.trouble.connection(),
+                    super::retry::SUMMARY
+                );
+                q.trouble.happened(ACKING, &e, first);
             }
             // The serve step's record and hand-off, now the reply is out.
             if let Some(stats) = &stats {

@@ -354,9 +354,21 @@ impl Broker for NatsBroker {
         "stream"
     }
 
+    /// The command names the subjects this connection's mappings read from `stream`.
     fn how_to_create(&self, stream: &str) -> String {
+        let mut subjects: Vec<&str> = self
+            .jetstream
+            .iter()
+            .filter(|(_, source)| source.stream == stream)
+            .map(|(subject, _)| subject.as_str())
+            .collect();
+        subjects.sort_unstable();
+        let subjects = match subjects.is_empty() {
+            true => "orders.>".to_owned(),
+            false => subjects.join(","),
+        };
         format!(
-            "create the stream with the subjects the system publishes requests on (for example `nats stream add {stream} --subjects 'orders.>' --defaults`)"
+            "create the stream with the subjects the system publishes requests on (for example `nats stream add {stream} --subjects '{subjects}' --defaults`)"
         )
     }
 
@@ -644,6 +656,25 @@ fn to_headers(m: &Message) -> Option<HeaderMap> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_missing_stream_hint_names_the_subjects_its_mappings_read() {
+        let conn = serde_json::json!({"connectionId": "n", "connectionData": {"type": "nats", "uri": "nats://127.0.0.1:4222"}});
+        let mapping = |subject: &str| {
+            serde_json::json!({"request": {"destination": subject, "jetstream": {"stream": "ORDERS"}},
+                               "response": {"text": "ok"}})
+        };
+        let load =
+            crate::config::load_for_test(&conn, &[mapping("shop.b.req"), mapping("shop.a.req")]);
+        let crate::config::ConnectionKind::Nats(config) = &load.connections[0].kind else {
+            panic!("a NATS connection");
+        };
+        let broker = NatsBroker::new(config.clone(), "n", &load.mappings);
+        assert_eq!(
+            broker.how_to_create("ORDERS"),
+            "create the stream with the subjects the system publishes requests on (for example `nats stream add ORDERS --subjects 'shop.a.req,shop.b.req' --defaults`)"
+        );
+    }
 
     #[test]
     fn reconnect_pauses_follow_the_backoff_steps() {
