@@ -372,6 +372,35 @@ impl Transformers {
         }));
     }
 
+    /// Compiles the templates of a reply that is not an HTTP answer (an MQ reply) when
+    /// `response-template` is among these transformers, as [`Self::prepare_templates`]
+    /// does for a stub: its `body` (from whichever of `body_keys` `response` gives)
+    /// and `values`, each a field's path and its text (`response.properties.<name>`).
+    /// One that does not compile is an error of its field, with the line and column.
+    /// The plugin renders them all on each request, so nothing is kept; each
+    /// compilation is counted in the plugin's `host_compiled`.
+    pub fn check_templates(
+        &self,
+        response: Option<&Value>,
+        body_keys: &[&str],
+        body: &[u8],
+        values: &[(String, &str)],
+    ) -> Result<(), Vec<FieldError>> {
+        let Some(plugin) = self
+            .plugins
+            .iter()
+            .find(|p| p.name == crate::templates::PLUGIN)
+        else {
+            return Ok(());
+        };
+        let compiled = crate::templates::check(response, body_keys, body, values)?;
+        plugin
+            .stats
+            .host_compiled
+            .fetch_add(compiled, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Runs the chain over `response`, in order, and checks what the last plugin
     /// gave back with `accept`. `key` is `response`'s [`AnswerKey`] when the caller
     /// made it once (a stub's own answer, keyed when it loaded): the first plugin is

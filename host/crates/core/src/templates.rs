@@ -33,7 +33,7 @@ use decoy_spec::fields::{FieldError, Fields, join};
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::request::RequestSnapshot;
 use decoy_template::fields::{Message, RequestFields, first};
-use decoy_template::{Plain, compile};
+use decoy_template::{Plain, Template, compile};
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
@@ -61,6 +61,9 @@ pub(crate) struct Prepared {
     pub(crate) native: Option<NativeTemplates>,
 }
 
+/// The fields an HTTP stub's body may come from, in the order they are looked for.
+const HTTP_BODY_KEYS: [&str; 4] = ["body", "jsonBody", "base64Body", "bodyFileName"];
+
 /// Compiles the templates of an answer: its body when it is UTF-8 text with `{{` in
 /// it, and each such header value (as the plugin sees them). `response` is the
 /// stub's `response` object, for the names of the fields in errors.
@@ -73,39 +76,30 @@ pub(crate) fn prepare(
     let mut compiled = 0;
     let mut all_plain = true;
     let mut body_template = None;
-    if let Some(text) = std::str::from_utf8(body).ok().filter(|b| b.contains("{{")) {
+    if let Some(result) = compile_body(response, &HTTP_BODY_KEYS, body) {
         compiled += 1;
-        match compile(text) {
+        match result {
             Ok(t) => {
                 body_template = Plain::of(&t);
                 all_plain &= body_template.is_some();
             }
-            Err(e) => {
-                let (field, file) = body_field(response);
-                let message = match file {
-                    Some(f) => format!("in __files/{f}: {}", e.message),
-                    None => e.message,
-                };
-                errors.push(FieldError::new(field, message));
-            }
+            Err(e) => errors.push(e),
         }
     }
     let mut header_templates = Vec::new();
     for (i, (name, value)) in headers.iter().enumerate() {
         let value = String::from_utf8_lossy(value.as_bytes());
-        if !value.contains("{{") {
+        let field = || join("response.headers", &header_name(response, name));
+        let Some(result) = compile_field(field, &value) else {
             continue;
-        }
+        };
         compiled += 1;
-        match compile(&value) {
+        match result {
             Ok(t) => match Plain::of(&t) {
                 Some(p) => header_templates.push((i, p)),
                 None => all_plain = false,
             },
-            Err(e) => errors.push(FieldError::new(
-                join("response.headers", &header_name(response, name)),
-                e.message,
-            )),
+            Err(e) => errors.push(e),
         }
     }
     if !errors.is_empty() {
@@ -122,10 +116,72 @@ pub(crate) fn prepare(
     })
 }
 
-/// Which field of `response` the body came from, and the body file's name.
-fn body_field(response: Option<&Value>) -> (String, Option<String>) {
+/// Compiles the templates of an answer the host never renders itself (an MQ reply,
+/// whose reply the plugin always builds), only to find those that do not compile:
+/// its `body` when it is UTF-8 text with `{{` in it (read from whichever of
+/// `body_keys` `response` gives) and each of `values` (a field's path and its text)
+/// with `{{` in it. Returns how many were compiled, or every error.
+pub(crate) fn check(
+    response: Option<&Value>,
+    body_keys: &[&str],
+    body: &[u8],
+    values: &[(String, &str)],
+) -> Result<u64, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let mut compiled = 0;
+    let body = compile_body(response, body_keys, body);
+    let values = values
+        .iter()
+        .filter_map(|(field, text)| compile_field(|| field.clone(), text));
+    for result in body.into_iter().chain(values) {
+        compiled += 1;
+        if let Err(e) = result {
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() {
+        Ok(compiled)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Compiles `body` when it is a template (UTF-8 text with `{{` in it); an error is
+/// one of the field of `response` it came from (the first of `keys` given), and
+/// names the body file it was read from.
+fn compile_body(
+    response: Option<&Value>,
+    keys: &[&str],
+    body: &[u8],
+) -> Option<Result<Template, FieldError>> {
+    let text = std::str::from_utf8(body)
+        .ok()
+        .filter(|b| b.contains("{{"))?;
+    Some(compile(text).map_err(|e| {
+        let (field, file) = body_field(response, keys);
+        let message = match file {
+            Some(f) => format!("in __files/{f}: {}", e.message),
+            None => e.message,
+        };
+        FieldError::new(field, message)
+    }))
+}
+
+/// Compiles `text` when it is a template (it has `{{` in it); an error is one of
+/// `field` (named only then), with the line and column.
+fn compile_field(
+    field: impl FnOnce() -> String,
+    text: &str,
+) -> Option<Result<Template, FieldError>> {
+    text.contains("{{")
+        .then(|| compile(text).map_err(|e| FieldError::new(field(), e.message)))
+}
+
+/// Which field of `response` the body came from (the first of `keys` it gives), and
+/// the body file's name.
+fn body_field(response: Option<&Value>, keys: &[&str]) -> (String, Option<String>) {
     let given = |k: &str| response.and_then(|r| r.field(k)).filter(|v| !v.is_null());
-    for key in ["body", "jsonBody", "base64Body", "bodyFileName"] {
+    for &key in keys {
         if let Some(v) = given(key) {
             let file = (key == "bodyFileName")
                 .then(|| v.as_str().map(str::to_owned))
@@ -133,7 +189,10 @@ fn body_field(response: Option<&Value>) -> (String, Option<String>) {
             return (join("response", key), file);
         }
     }
-    ("response.body".to_owned(), None)
+    (
+        join("response", keys.first().copied().unwrap_or("body")),
+        None,
+    )
 }
 
 /// A header's name as the stub spells it.

@@ -1211,6 +1211,9 @@ fn format_name(s: &str) -> Option<&'static str> {
     })
 }
 
+/// The fields a reply's body may come from, in the order they are looked for.
+const BODY_KEYS: [&str; 3] = ["text", "base64Body", "bodyFileName"];
+
 fn parse_response(
     v: &Value,
     files: BodyFiles<'_>,
@@ -1253,8 +1256,7 @@ fn parse_response(
         Ok(())
     })());
     check((|| {
-        let keys = ["text", "base64Body", "bodyFileName"];
-        if let Some(body) = parse_body_field(obj, files, &keys)? {
+        if let Some(body) = parse_body_field(obj, files, &BODY_KEYS)? {
             out.body = body;
         }
         Ok(())
@@ -1310,6 +1312,27 @@ fn parse_response(
     })());
     if !errors.is_empty() {
         return Err(errors);
+    }
+    // A template that does not compile is reported now, with its field and
+    // position, as an HTTP stub's is, and the mapping stays as it does: the plugin
+    // fails on it when a request comes, which then goes the unmatched way.
+    let mut values: Vec<(String, &str)> = out
+        .properties
+        .iter()
+        .map(|(k, text)| (join("response.properties", k), text.as_str()))
+        .collect();
+    if let Some(d) = &out.destination {
+        let path = match obj.get("destination") {
+            Some(Value::Object(_)) => "response.destination.name",
+            _ => "response.destination",
+        };
+        values.push((path.to_owned(), &d.name));
+    }
+    if let Err(e) = out
+        .transformers
+        .check_templates(Some(v), &BODY_KEYS, &out.body, &values)
+    {
+        warnings.extend(e);
     }
     if !out.transformers.is_empty() {
         out.reply_key = Some(AnswerKey::of(&reply_record(
@@ -1389,6 +1412,57 @@ mod tests {
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
         m
+    }
+
+    #[test]
+    fn a_template_that_does_not_compile_is_a_warning_naming_its_field_and_the_mapping_stays() {
+        let templated = |response: Value| {
+            let mut r = json!({"transformers": ["response-template"]});
+            r.as_object_mut()
+                .unwrap()
+                .extend(response.as_object().unwrap().clone());
+            json!({"request": {"destination": {"name": "Q", "type": "QUEUE"}}, "response": r})
+        };
+        let (load, problems) = problems_of(
+            json!([amqp("a", json!({}))]),
+            &[
+                templated(json!({"text": "{{#if}}"})),
+                templated(json!({"text": "ok {{request.body}}",
+                                 "properties": {"trace": "{{request..x}}", "plain": "{{request.body}}"},
+                                 "destination": {"name": "R{{", "type": "QUEUE"}})),
+                templated(json!({"base64Body": "e3sjZWFjaH19", "destination": "R{{"})),
+                // Without response-template, braces are text.
+                json!({"request": {"destination": "Q"}, "response": {"text": "{{#if}}"}}),
+            ],
+        );
+        assert_eq!(problems, Vec::<String>::new());
+        assert_eq!(load.mappings.len(), 4, "the mappings stay");
+        let warnings: Vec<String> = load.warnings.iter().map(ToString::to_string).collect();
+        let unclosed = "the template ends before a {{...}} or a {{#block}} is closed";
+        assert_eq!(
+            warnings,
+            [
+                format!(
+                    "mq-mappings/00.json: mapping #0: response.text: bad template: invalid \
+                     Handlebars syntax at line 1, column 8: {unclosed}"
+                ),
+                "mq-mappings/01.json: mapping #0: response.properties.trace: bad template: \
+                 invalid Handlebars syntax at line 1, column 11, near \".x}}\""
+                    .to_owned(),
+                format!(
+                    "mq-mappings/01.json: mapping #0: response.destination.name: bad template: \
+                     invalid Handlebars syntax at line 1, column 4: {unclosed}"
+                ),
+                format!(
+                    "mq-mappings/02.json: mapping #0: response.base64Body: bad template: \
+                     invalid Handlebars syntax at line 1, column 10: {unclosed}"
+                ),
+                format!(
+                    "mq-mappings/02.json: mapping #0: response.destination: bad template: \
+                     invalid Handlebars syntax at line 1, column 4: {unclosed}"
+                ),
+            ]
+        );
     }
 
     #[test]
