@@ -275,14 +275,20 @@ pub fn load_with(
     };
     let found = CONNECTION_FILES.iter().find(|n| root.join(n).is_file());
     let connection_file = Path::new(found.unwrap_or(&CONNECTION_FILES[0]));
+    let mut read = ConnectionFile {
+        name: found.copied(),
+        ..ConnectionFile::default()
+    };
     if let Some(name) = found {
         let rel = PathBuf::from(name);
         let tp_ibm = *name == "ibm-mq-connections.json";
         match read_json(&root.join(name)) {
-            Ok(v) => parse_connections(&v, &rel, tp_ibm, &mut out),
-            Err(e) => out
-                .problems
-                .push(problem(&rel, None, FieldError::new("", e))),
+            Ok(v) => parse_connections(&v, &rel, tp_ibm, &mut out, &mut read),
+            Err(e) => {
+                read.unreadable = true;
+                out.problems
+                    .push(problem(&rel, None, FieldError::new("", e)));
+            }
         }
     }
     let mut files = Vec::new();
@@ -299,6 +305,7 @@ pub fn load_with(
     files.sort_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     for rel in files {
         let connections = &out.connections;
+        let read = &read;
         let file = load_stub_file(
             root,
             &rel,
@@ -310,7 +317,7 @@ pub fn load_with(
                     index,
                     body_files,
                     plugins,
-                    connections,
+                    (connections, read),
                     warnings,
                 )
             },
@@ -470,7 +477,80 @@ const IBM_FIELDS: &[&str] = &[
     "unmatched",
 ];
 
-fn parse_connections(v: &Value, rel: &Path, tp_ibm: bool, out: &mut MqLoad) {
+/// What reading the connection file gave besides its connections, so that a mapping
+/// naming a connection that is not there can say why.
+#[derive(Debug, Default)]
+struct ConnectionFile {
+    /// Its name, when there is one.
+    name: Option<&'static str>,
+    /// It could not be read as a list of connections (a problem of the file says why).
+    unreadable: bool,
+    /// How many connections it lists, rejected ones too.
+    entries: usize,
+    /// The connections rejected (each is a problem): position and `connectionId`.
+    rejected: Vec<(usize, Option<String>)>,
+}
+
+impl ConnectionFile {
+    fn name(&self) -> &str {
+        self.name.unwrap_or(CONNECTION_FILES[0])
+    }
+
+    /// `[1] (connectionId "m") in mq-connections.json`: a rejected connection, by its
+    /// position in the file, as the path in its problem shows it.
+    fn rejected_one(&self, i: usize, id: Option<&str>) -> String {
+        match id {
+            Some(id) => format!("[{i}] (connectionId {id:?}) in {}", self.name()),
+            None => format!("[{i}] in {}", self.name()),
+        }
+    }
+
+    /// Why a mapping that names no connection has none to use (`connections` is empty).
+    fn why_none(&self) -> String {
+        let file = self.name();
+        match (&self.name, self.unreadable, self.rejected.as_slice()) {
+            (None, ..) => "no broker connection is defined: add mq-connections.json".to_owned(),
+            (Some(_), true, _) => {
+                format!("{file} could not be read, so no connection is defined: see its problem")
+            }
+            (Some(_), false, []) => format!("{file} defines no connection: add one"),
+            (Some(_), false, [(i, id)]) if self.entries == 1 => format!(
+                "the only connection, {}, was rejected: see its problem",
+                self.rejected_one(*i, id.as_deref())
+            ),
+            (Some(_), false, _) => {
+                format!("every connection in {file} was rejected: see their problems")
+            }
+        }
+    }
+
+    /// Why connection `id`, which a mapping names, is not among the connections; `None`
+    /// when the file does not mention it.
+    fn why_missing(&self, id: &str) -> Option<String> {
+        if self.unreadable {
+            return Some(format!(
+                "{id:?}: {} could not be read, so no connection is defined: see its problem",
+                self.name()
+            ));
+        }
+        let (i, _) = self
+            .rejected
+            .iter()
+            .find(|(_, r)| r.as_deref() == Some(id))?;
+        Some(format!(
+            "the connection {} was rejected: see its problem",
+            self.rejected_one(*i, Some(id))
+        ))
+    }
+}
+
+fn parse_connections(
+    v: &Value,
+    rel: &Path,
+    tp_ibm: bool,
+    out: &mut MqLoad,
+    read: &mut ConnectionFile,
+) {
     // A single connection object is accepted as well as a list.
     let list: Vec<&Value> = match v {
         Value::Array(a) => a.iter().collect(),
@@ -484,9 +564,11 @@ fn parse_connections(v: &Value, rel: &Path, tp_ibm: bool, out: &mut MqLoad) {
                     format!("expected a list of connections, found {}", kind(other)),
                 ),
             ));
+            read.unreadable = true;
             return;
         }
     };
+    read.entries = list.len();
     for (i, c) in list.into_iter().enumerate() {
         let at = format!("[{i}]");
         let stub = StubRef {
@@ -513,7 +595,10 @@ fn parse_connections(v: &Value, rel: &Path, tp_ibm: bool, out: &mut MqLoad) {
                     out.connections.push(conn);
                 }
             }
-            Err(e) => out.problems.push(problem(rel, Some(stub.clone()), e)),
+            Err(e) => {
+                read.rejected.push((i, stub.id.clone()));
+                out.problems.push(problem(rel, Some(stub.clone()), e));
+            }
         }
         out.warnings.extend(
             warnings
@@ -931,7 +1016,7 @@ fn parse_mapping(
     index: usize,
     files: BodyFiles<'_>,
     plugins: Option<&decoy_plugin_host::Plugins>,
-    connections: &[Connection],
+    (connections, read): (&[Connection], &ConnectionFile),
     warnings: &mut Vec<FieldError>,
 ) -> Result<MqMapping, Vec<FieldError>> {
     let obj = as_object(v, "").map_err(|e| vec![e])?;
@@ -970,24 +1055,28 @@ fn parse_mapping(
             Some(c) => id_text(c),
             None if connections.len() == 1 => connections[0].id.clone(),
             None if connections.is_empty() => {
-                return Err(FieldError::new(
-                    "connectionId",
-                    "no broker connection is defined: add mq-connections.json",
-                ));
+                return Err(FieldError::new("connectionId", read.why_none()));
             }
             None => {
                 return Err(FieldError::new(
                     "connectionId",
-                    "missing; mq-connections.json defines several connections, say which one",
+                    format!(
+                        "missing; {} defines several connections, say which one",
+                        read.name()
+                    ),
                 ));
             }
         };
         if !connections.iter().any(|c| c.id == connection_id) {
+            if let Some(why) = read.why_missing(&connection_id) {
+                return Err(FieldError::new("connectionId", why));
+            }
             let known: Vec<&str> = connections.iter().map(|c| c.id.as_str()).collect();
             return Err(FieldError::new(
                 "connectionId",
                 format!(
-                    "{connection_id:?} is not a connection in mq-connections.json (known: {})",
+                    "{connection_id:?} is not a connection in {} (known: {})",
+                    read.name(),
                     known.join(", ")
                 ),
             ));
@@ -1461,6 +1550,65 @@ mod tests {
                     "mq-mappings/02.json: mapping #0: response.destination: bad template: \
                      invalid Handlebars syntax at line 1, column 4: {unclosed}"
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_mapping_whose_connection_was_rejected_says_so_and_points_at_its_problem() {
+        let bad = amqp("m", json!({"prefetch": 0}));
+        let rejected = "mq-connections.json: mapping #0 (id m): [0].connectionData.prefetch: 0 \
+                        is out of range (1-65535)";
+        // The only connection, which mappings use without naming it.
+        let (load, problems) = problems_of(json!([bad]), &[listening_on("Q", json!({}))]);
+        assert_eq!(
+            problems,
+            [
+                rejected,
+                "mq-mappings/00.json: mapping #0: connectionId: the only connection, [0] \
+                 (connectionId \"m\") in mq-connections.json, was rejected: see its problem"
+            ]
+        );
+        assert_eq!(load.rejected, 1);
+        // One named among others.
+        let (_, problems) = problems_of(
+            json!([bad, amqp("ok", json!({}))]),
+            &[listening_on("Q", json!({"connectionId": "m"}))],
+        );
+        assert_eq!(
+            problems,
+            [
+                rejected,
+                "mq-mappings/00.json: mapping #0: connectionId: the connection [0] \
+                 (connectionId \"m\") in mq-connections.json was rejected: see its problem"
+            ]
+        );
+        // Each of several, none named.
+        let (_, problems) = problems_of(
+            json!([bad, amqp("n", json!({"prefetch": 0}))]),
+            &[listening_on("Q", json!({}))],
+        );
+        assert_eq!(
+            problems[2],
+            "mq-mappings/00.json: mapping #0: connectionId: every connection in \
+             mq-connections.json was rejected: see their problems"
+        );
+        // A file that is not a list, and one that lists none.
+        let (_, problems) = problems_of(json!("amqp"), &[listening_on("Q", json!({}))]);
+        assert_eq!(
+            problems,
+            [
+                "mq-connections.json: expected a list of connections, found a string",
+                "mq-mappings/00.json: mapping #0: connectionId: mq-connections.json could not \
+                 be read, so no connection is defined: see its problem"
+            ]
+        );
+        let (_, problems) = problems_of(json!([]), &[listening_on("Q", json!({}))]);
+        assert_eq!(
+            problems,
+            [
+                "mq-mappings/00.json: mapping #0: connectionId: mq-connections.json defines no \
+              connection: add one"
             ]
         );
     }
