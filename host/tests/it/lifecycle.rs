@@ -1252,3 +1252,56 @@ async fn the_journal_writes_the_host_and_absolute_url_as_wiremock_does() {
     assert_eq!(seen, want);
     server.shutdown().await;
 }
+
+#[test]
+fn a_reload_of_the_mq_files_prints_its_new_warnings_once() {
+    use crate::common::process::{Process, lines_with, serve_logged};
+    // Nothing listens there: the receivers retry in the background, which is all
+    // this needs.
+    let uri = format!("amqp://127.0.0.1:{}", crate::common::free_port());
+    let topic = |threads: u64| {
+        json!({"request": {"destination": {"name": "prices", "type": "TOPIC"}},
+               "response": {"text": "ok"}, "receiveThreads": threads})
+        .to_string()
+    };
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &json!([{"connectionId": "a1", "connectionData": {"type": "amqp1", "uri": uri}}])
+                .to_string(),
+        ),
+        ("mq-mappings/topic.json", &topic(1)),
+    ]);
+    let (child, log) = serve_logged(dir.path());
+    let _child = Process(child);
+    let said = |text: &str| lines_with(&log.lock().unwrap(), text);
+    let until_said = |text: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while said(text) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never said {text:?}:\n{}",
+                log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let threads = "mq-mappings/topic.json: mapping #0: receiveThreads: 3 receivers on an \
+                   AMQP 1.0 topic would each get every publication; 1 is used";
+
+    write(dir.path(), "mq-mappings/topic.json", &topic(3));
+    until_said(threads);
+
+    // Another file changes, with a warning of its own: the first is still there, and
+    // not said again.
+    write(
+        dir.path(),
+        "mq-mappings/queue.json",
+        &json!({"request": {"destination": "Q"}, "colour": "red"}).to_string(),
+    );
+    let colour = "mq-mappings/queue.json: mapping #0: colour: unknown field, ignored";
+    until_said(colour);
+    let log = log.lock().unwrap().clone();
+    assert_eq!(lines_with(&log, threads), 1, "{log}");
+    assert_eq!(lines_with(&log, colour), 1, "{log}");
+}

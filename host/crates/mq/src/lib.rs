@@ -331,7 +331,16 @@ impl MqService {
         else {
             return;
         };
-        *lock(&self.problems) = (load.problems.clone(), load.warnings.clone());
+        let (_, said) = std::mem::replace(
+            &mut *lock(&self.problems),
+            (load.problems.clone(), load.warnings.clone()),
+        );
+        // Warnings are said as they appear, like those of the first load: one the
+        // previous load had is not repeated by every later reload (an edit of
+        // another file, a body file, a plugin loaded).
+        for w in load.warnings.iter().filter(|w| !said.contains(w)) {
+            tracing::warn!("{w}");
+        }
         if !load.problems.is_empty() {
             for p in &load.problems {
                 tracing::warn!("{p} (the running MQ mappings stay live)");
