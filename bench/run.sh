@@ -6,8 +6,9 @@
 # Installs Debian's wrk, nginx-light, haproxy and redis-server when missing (apt-get)
 # and WireMock's jar (npm); needs Java 17 or later, npm and rustup. The MQ scripts need
 # RabbitMQ (5672, with its AMQP 1.0 plugin), Mosquitto (1883) and NATS (4222), and are
-# skipped, said so, when theirs is not running. Arguments go to bench/bench.py
-# (e.g. --duration 5).
+# skipped, said so, when theirs is not running; each measures decoy and its bare echo
+# in MQ_ROUNDS interleaved rounds (default 3) of MQ_SECONDS (default 10) and reports
+# medians. Arguments go to bench/bench.py (e.g. --duration 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,10 +42,10 @@ python3 bench/report.py --record-machine
 
 # MQ scenarios first (they need RabbitMQ; skipped with a note when it is not up).
 if (echo > /dev/tcp/127.0.0.1/5672) 2>/dev/null; then
-  python3 bench/mq.py "${MQ_SECONDS:-10}"
+  python3 bench/mq.py "${MQ_SECONDS:-10}" --rounds "${MQ_ROUNDS:-3}"
   # AMQP 1.0 through RabbitMQ's plugin, against a bare fe2o3-amqp responder.
   rabbitmq-plugins enable rabbitmq_amqp1_0 >/dev/null
-  python3 bench/mq_amqp1.py "${MQ_SECONDS:-10}"
+  python3 bench/mq_amqp1.py "${MQ_SECONDS:-10}" --rounds "${MQ_ROUNDS:-3}"
   # Events published on HTTP hits, beside plain answers (needs PyPI pika).
   python3 -c 'import pika' 2>/dev/null || python3 -m pip install --quiet --user 'pika==1.3.2'
   python3 bench/emit.py "${MQ_SECONDS:-10}"
@@ -55,13 +56,13 @@ else
 fi
 # MQTT: decoy beside a bare rumqttc echo service, on Mosquitto.
 if (echo > /dev/tcp/127.0.0.1/1883) 2>/dev/null; then
-  python3 bench/mqtt.py "${MQ_SECONDS:-10}"
+  python3 bench/mqtt.py "${MQ_SECONDS:-10}" --rounds "${MQ_ROUNDS:-3}"
 else
   echo "Mosquitto is not running on 127.0.0.1:1883: skipping the MQTT scenarios"
 fi
 # NATS core request-reply: decoy beside a bare async-nats echo service.
 if (echo > /dev/tcp/127.0.0.1/4222) 2>/dev/null; then
-  python3 bench/nats.py "${MQ_SECONDS:-10}"
+  python3 bench/nats.py "${MQ_SECONDS:-10}" --rounds "${MQ_ROUNDS:-3}"
 else
   echo "NATS is not running on 127.0.0.1:4222: skipping the NATS scenarios"
 fi
