@@ -32,7 +32,7 @@
 mod client;
 pub mod config;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -121,6 +121,9 @@ pub struct MqttBroker {
     receivers: HashMap<String, usize>,
     /// The numbers of a filter's live receivers (the `rN` of their client ids).
     numbers: Arc<Mutex<HashMap<String, std::collections::BTreeSet<usize>>>>,
+    /// Receiver client ids already logged as subscribed: each is said once, not at
+    /// every reconnect.
+    announced: Mutex<HashSet<String>>,
 }
 
 /// A receiver's number among its filter's receivers: the lowest free one, given
@@ -188,6 +191,7 @@ impl MqttBroker {
                 .collect(),
             unsolicited: Arc::default(),
             numbers: Arc::default(),
+            announced: Mutex::default(),
             config,
         }
     }
@@ -306,6 +310,23 @@ impl Broker for MqttBroker {
                     "cannot subscribe to {filter:?}: {why} (may this user read it? does the \
                      broker allow shared subscriptions?)"
                 )));
+            }
+            let first = self
+                .announced
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(client_id.clone());
+            if first {
+                tracing::info!(
+                    "{}: receiver {client_id:?} subscribed to {filter:?} (connection {:?}, {})",
+                    self.shown,
+                    self.id,
+                    if self.config.clean_session {
+                        "clean session"
+                    } else {
+                        "persistent session"
+                    }
+                );
             }
             let (tx, rx) = mpsc::unbounded_channel();
             let shared = Arc::new(ReceiverShared {
