@@ -316,6 +316,13 @@ impl Transformers {
         }
     }
 
+    /// The bundled `response-template` plugin, when the chain names it.
+    fn template_plugin(&self) -> Option<&Arc<Plugin>> {
+        self.plugins
+            .iter()
+            .find(|p| p.name == crate::templates::PLUGIN)
+    }
+
     /// Compiles the templates of the stub's answer (`headers` as served, `body`) when
     /// `response-template` is among these transformers: one that does not compile is
     /// an error of the field it is in (`response` is the stub's `response` object,
@@ -330,11 +337,7 @@ impl Transformers {
         body: &Bytes,
         plugins: Option<&Plugins>,
     ) -> Result<(), Vec<FieldError>> {
-        let Some(plugin) = self
-            .plugins
-            .iter()
-            .find(|p| p.name == crate::templates::PLUGIN)
-        else {
+        let Some(plugin) = self.template_plugin() else {
             return Ok(());
         };
         let prepared = crate::templates::prepare(response, headers, body)?;
@@ -386,11 +389,7 @@ impl Transformers {
         body: &[u8],
         values: &[(String, &str)],
     ) -> Result<(), Vec<FieldError>> {
-        let Some(plugin) = self
-            .plugins
-            .iter()
-            .find(|p| p.name == crate::templates::PLUGIN)
-        else {
+        let Some(plugin) = self.template_plugin() else {
             return Ok(());
         };
         let compiled = crate::templates::check(response, body_keys, body, values)?;

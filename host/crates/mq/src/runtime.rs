@@ -977,6 +977,12 @@ async fn deliver(s: &dyn Sender, broker: &dyn Broker, q: &QueueService, job: Job
     if let (Ok(Put::NoSuchQueue), Some(copy)) = (&put, copy) {
         put = move_unmatched(s, broker, q, &to, copy).await;
     }
+    // A reply returned for want of its queue can never be put either.
+    if let (Ok(Put::NoSuchQueue), Some(_)) = (&put, &stats) {
+        put = Err(super::transport::BrokerError::refused(
+            "the broker returned it: no such queue",
+        ));
+    }
     match put {
         Ok(Put::Done) => {
             if lane.put_failing.swap(false, Ordering::Relaxed) {
@@ -1006,17 +1012,6 @@ async fn deliver(s: &dyn Sender, broker: &dyn Broker, q: &QueueService, job: Job
             if let Some(fired) = webhooks {
                 q.outcomes.hand_off(*fired);
             }
-        }
-        Ok(Put::NoSuchQueue) if stats.is_some() => {
-            let e = super::transport::BrokerError::new("the broker returned it: no such queue");
-            drop_reply(
-                q,
-                &to,
-                &e,
-                stats.as_deref(),
-                read_at.elapsed().saturating_sub(delay),
-            );
-            let _ = delivery.settle(Settle::Ack).await;
         }
         Err(e) if e.is_lasting() && stats.is_some() => {
             drop_reply(
