@@ -649,11 +649,7 @@ pub fn listeners_of(
         ),
         None => (
             std::path::PathBuf::new(),
-            decoy_core::mapping::load::StubRef {
-                index: 0,
-                id: Some(m.id.to_string()),
-                name: m.name.as_deref().map(str::to_owned),
-            },
+            decoy_core::mapping::load::StubRef::mapping(0, Some(m.id.to_string()), m.name.as_deref().map(str::to_owned)),
         ),
     };
     Some((file, Some(stub), hooks))

@@ -662,7 +662,7 @@ fn mq_row(m: &decoy_mq::config::MqMapping, s: &MappingStats) -> Value {
 fn problem_json(p: &Problem) -> Value {
     json!({
         "file": p.file.display().to_string(),
-        "mapping": p.stub.as_ref().map(|s| json!({ "index": s.index, "id": s.id, "name": s.name })),
+        "mapping": p.stub.as_ref().map(|s| json!({ "kind": s.kind.as_str(), "index": s.index, "id": s.id, "name": s.name })),
         "field": p.error.path,
         "reason": p.error.reason,
         "text": p.to_string(),

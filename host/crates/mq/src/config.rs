@@ -571,14 +571,10 @@ fn parse_connections(
     read.entries = list.len();
     for (i, c) in list.into_iter().enumerate() {
         let at = format!("[{i}]");
-        let stub = StubRef {
-            index: i,
-            id: c.get("connectionId").map(id_text),
-            name: c
+        let stub = StubRef::connection(i, c.get("connectionId").map(id_text), c
                 .get("connectionName")
                 .and_then(Value::as_str)
-                .map(str::to_owned),
-        };
+                .map(str::to_owned));
         let mut warnings = Vec::new();
         match parse_connection(c, &at, tp_ibm, &mut warnings) {
             Ok(conn) => {
@@ -1053,9 +1049,24 @@ fn parse_mapping(
     check((|| {
         connection_id = match obj.get("connectionId") {
             Some(c) => id_text(c),
-            None if connections.len() == 1 => connections[0].id.clone(),
+            // The only connection the file lists; with another one rejected, which
+            // was meant is not known: the mapping must say, as with two valid ones.
+            None if connections.len() == 1 && read.rejected.is_empty() => {
+                connections[0].id.clone()
+            }
             None if connections.is_empty() => {
                 return Err(FieldError::new("connectionId", read.why_none()));
+            }
+            None if !read.rejected.is_empty() => {
+                return Err(FieldError::new(
+                    "connectionId",
+                    format!(
+                        "missing; {} lists {} connections ({} rejected), say which one",
+                        read.name(),
+                        read.entries,
+                        read.rejected.len()
+                    ),
+                ));
             }
             None => {
                 return Err(FieldError::new(
@@ -1557,7 +1568,7 @@ mod tests {
     #[test]
     fn a_mapping_whose_connection_was_rejected_says_so_and_points_at_its_problem() {
         let bad = amqp("m", json!({"prefetch": 0}));
-        let rejected = "mq-connections.json: mapping #0 (id m): [0].connectionData.prefetch: 0 \
+        let rejected = "mq-connections.json: connection #0 (id m): [0].connectionData.prefetch: 0 \
                         is out of range (1-65535)";
         // The only connection, which mappings use without naming it.
         let (load, problems) = problems_of(json!([bad]), &[listening_on("Q", json!({}))]);
@@ -1581,6 +1592,19 @@ mod tests {
                 rejected,
                 "mq-mappings/00.json: mapping #0: connectionId: the connection [0] \
                  (connectionId \"m\") in mq-connections.json was rejected: see its problem"
+            ]
+        );
+        // One valid beside a rejected one, none named: which was meant is not known.
+        let (_, problems) = problems_of(
+            json!([bad, amqp("ok", json!({}))]),
+            &[listening_on("Q", json!({}))],
+        );
+        assert_eq!(
+            problems,
+            [
+                rejected,
+                "mq-mappings/00.json: mapping #0: connectionId: missing; mq-connections.json \
+                 lists 2 connections (1 rejected), say which one"
             ]
         );
         // Each of several, none named.
@@ -1769,7 +1793,7 @@ mod tests {
         assert_eq!(
             problems,
             [
-                "mq-connections.json: mapping #0 (id a): [0].connectionData.unmatched.queue: must not be empty"
+                "mq-connections.json: connection #0 (id a): [0].connectionData.unmatched.queue: must not be empty"
             ]
         );
     }
@@ -1783,14 +1807,14 @@ mod tests {
         assert_eq!(
             problems,
             [
-                "mq-connections.json: mapping #0 (id a): [0].connectionData.readConnectionsToOpen: 1.9999 is not a whole number"
+                "mq-connections.json: connection #0 (id a): [0].connectionData.readConnectionsToOpen: 1.9999 is not a whole number"
             ]
         );
         let (_, problems) = problems_of(json!([amqp("a", json!({"prefetch": 70000}))]), &[]);
         assert_eq!(
             problems,
             [
-                "mq-connections.json: mapping #0 (id a): [0].connectionData.prefetch: 70000 is out of range (1-65535)"
+                "mq-connections.json: connection #0 (id a): [0].connectionData.prefetch: 70000 is out of range (1-65535)"
             ]
         );
         let (load, problems) = problems_of(

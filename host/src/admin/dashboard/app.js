@@ -470,7 +470,7 @@ async function refreshMappings(fromTop) {
     const box = $('problems');
     box.hidden = p.problems.length === 0 && p.warnings.length === 0;
     const rows = (list) => list.map((x) => '<tr><td><code>' + esc(x.file) + '</code></td><td>' +
-      esc(x.mapping ? '#' + x.mapping.index + (x.mapping.id ? ' id ' + x.mapping.id : '') + (x.mapping.name ? ' "' + x.mapping.name + '"' : '') : '(whole file)') +
+      esc(x.mapping ? (x.mapping.kind === 'connection' ? 'connection ' : '') + '#' + x.mapping.index + (x.mapping.id ? ' id ' + x.mapping.id : '') + (x.mapping.name ? ' "' + x.mapping.name + '"' : '') : '(whole file)') +
       '</td><td><code>' + esc(x.field || '') + '</code></td><td>' + esc(x.reason) + '</td></tr>').join('');
     let html = '';
     if (p.problems.length) {

@@ -17,22 +17,60 @@ use serde_json::Value;
 
 use super::{Mapping, ParseContext, Source, stubs_in_file};
 
-/// Which stub a problem is about.
+/// Which entry of a file a problem is about: a mapping (stub), or a connection of
+/// `mq-connections.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StubRef {
+    pub kind: EntryKind,
     pub index: usize,
     pub id: Option<String>,
     pub name: Option<String>,
 }
 
+/// What kind of entry a [`StubRef`] names, as problems spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    Mapping,
+    Connection,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Mapping => "mapping",
+            EntryKind::Connection => "connection",
+        }
+    }
+}
+
 impl StubRef {
+    /// The mapping at `index` in its file.
+    pub fn mapping(index: usize, id: Option<String>, name: Option<String>) -> StubRef {
+        StubRef {
+            kind: EntryKind::Mapping,
+            index,
+            id,
+            name,
+        }
+    }
+
+    /// The connection at `index` in `mq-connections.json`.
+    pub fn connection(index: usize, id: Option<String>, name: Option<String>) -> StubRef {
+        StubRef {
+            kind: EntryKind::Connection,
+            index,
+            id,
+            name,
+        }
+    }
+
     /// A loaded mapping, at `src`.
     pub fn of(m: &Mapping, src: &Source) -> StubRef {
-        StubRef {
-            index: src.index,
-            id: Some(m.id.to_string()),
-            name: m.name.as_deref().map(str::to_owned),
-        }
+        StubRef::mapping(
+            src.index,
+            Some(m.id.to_string()),
+            m.name.as_deref().map(str::to_owned),
+        )
     }
 }
 
@@ -49,8 +87,16 @@ impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.stub {
             // A stub posted through the admin API has no file.
-            Some(_) if self.file.as_os_str().is_empty() => write!(f, "admin API: mapping")?,
-            Some(s) => write!(f, "{}: mapping #{}", self.file.display(), s.index)?,
+            Some(s) if self.file.as_os_str().is_empty() => {
+                write!(f, "admin API: {}", s.kind.as_str())?
+            }
+            Some(s) => write!(
+                f,
+                "{}: {} #{}",
+                self.file.display(),
+                s.kind.as_str(),
+                s.index
+            )?,
             None => write!(f, "{}", self.file.display())?,
         }
         if let Some(s) = &self.stub {
@@ -287,18 +333,14 @@ pub fn load_stub_file<T>(
     };
     let text = &buf[..len];
     let mut one = |index: usize, stub: &Value, as_written: Option<&str>, out: &mut FileLoad<T>| {
-        let stub_ref = || StubRef {
-            index,
-            id: id_keys
+        let stub_ref = || StubRef::mapping(index, id_keys
                 .iter()
                 .find_map(|k| stub.field(k))
                 .and_then(Value::as_str)
-                .map(str::to_owned),
-            name: stub
+                .map(str::to_owned), stub
                 .field("name")
                 .and_then(Value::as_str)
-                .map(str::to_owned),
-        };
+                .map(str::to_owned));
         let mut warnings = Vec::new();
         match parse(index, stub, as_written, &mut warnings) {
             Ok(m) => out.mappings.push(m),

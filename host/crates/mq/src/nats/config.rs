@@ -414,11 +414,7 @@ pub fn check_sources(out: &mut MqLoad) {
                 i,
                 Problem {
                     file: m.file.clone(),
-                    stub: Some(StubRef {
-                        index: m.index,
-                        id: Some(m.id.to_string()),
-                        name: m.name.as_deref().map(str::to_owned),
-                    }),
+                    stub: Some(StubRef::mapping(m.index, Some(m.id.to_string()), m.name.as_deref().map(str::to_owned))),
                     error: FieldError::new(
                         "request.jetstream",
                         format!(
