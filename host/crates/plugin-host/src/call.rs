@@ -3,10 +3,11 @@
 //!
 //! A transformer that exports `prepare` does its per-mapping work there (the bundled
 //! `response-template` compiles the answer's templates): before an instance
-//! transforms an answer of a mapping for the first time, or an answer that changed,
-//! `prepare` is called on it with [`PREPARE_BUDGET`] of CPU time, and only then the
+//! transforms an answer of a mapping for the first time, or an answer or parameters
+//! that changed, `prepare` is called on it with [`PREPARE_BUDGET`] of CPU time, and only then the
 //! transform, under the plugin's deadline. Each instance remembers, per mapping, the
-//! [`AnswerKey`] (a hash) of the answer it was prepared for, so later calls skip
+//! [`AnswerKey`] (a hash) of the answer it was prepared for and a hash of the
+//! parameters (`transformerParameters`, a few bytes), so later calls skip
 //! straight to the transform. A caller whose answer is the same on every call (a
 //! stub's own answer, which `decoy-core` keys once when the stub loads) makes the
 //! key once and passes it in ([`Plugin::transform_keyed`]); otherwise the answer is
@@ -44,8 +45,9 @@ pub(crate) struct Warm {
     prepare: Option<prepare::Guest>,
     /// Calls this instance has served.
     calls: u64,
-    /// By mapping id, the answer this instance was last prepared for.
-    prepared: HashMap<String, AnswerKey>,
+    /// By mapping id, what this instance was last prepared for: the answer's key
+    /// and the hash of the call's parameters (a reload may change only those).
+    prepared: HashMap<String, PreparedFor>,
     /// The compilations this instance last reported from `prepare` (a running total).
     compilations: u64,
     /// Whether `prepare` is running (or trapped) on it.
@@ -82,6 +84,27 @@ impl AnswerKey {
         h.write_usize(body.len());
         h.write(body);
         AnswerKey(h.finish())
+    }
+}
+
+/// What an instance was prepared for, for one mapping: the answer's key and a hash
+/// of the call's parameters (`transformerParameters` as JSON text), which `prepare`
+/// is given beside the answer. A reload that changes only the parameters prepares
+/// again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PreparedFor {
+    answer: AnswerKey,
+    parameters: u64,
+}
+
+impl PreparedFor {
+    fn of(answer: AnswerKey, context: &wit::CallContext) -> PreparedFor {
+        let mut h = foldhash::quality::FixedState::with_seed(1).build_hasher();
+        h.write(context.parameters.as_bytes());
+        PreparedFor {
+            answer,
+            parameters: h.finish(),
+        }
     }
 }
 
@@ -170,7 +193,8 @@ impl Warm {
             }
             None => AnswerKey::of(response),
         };
-        if self.prepared.get(&context.mapping_id) == Some(&key) {
+        let prepared_for = PreparedFor::of(key, context);
+        if self.prepared.get(&context.mapping_id) == Some(&prepared_for) {
             return Ok(Ok(()));
         }
         self.preparing = true;
@@ -191,7 +215,8 @@ impl Warm {
         if self.prepared.len() >= MAX_PREPARED {
             self.prepared.clear();
         }
-        self.prepared.insert(context.mapping_id.clone(), key);
+        self.prepared
+            .insert(context.mapping_id.clone(), prepared_for);
         Ok(Ok(()))
     }
 
@@ -595,5 +620,30 @@ mod tests {
         for other in others {
             assert_ne!(AnswerKey::of(&answer), AnswerKey::of(&other), "{other:?}");
         }
+    }
+
+    /// `prepare` is given the parameters too: an instance prepared for an answer
+    /// under some parameters is not prepared for it under others.
+    #[test]
+    fn the_same_answer_under_other_parameters_is_prepared_again() {
+        let key = AnswerKey::of(&http(200, &[], "{{x}}"));
+        let context = |parameters: &str| wit::CallContext {
+            mapping_id: "m".into(),
+            mapping_name: None,
+            parameters: parameters.into(),
+        };
+        assert_eq!(
+            PreparedFor::of(key, &context("{}")),
+            PreparedFor::of(key, &context("{}"))
+        );
+        assert_ne!(
+            PreparedFor::of(key, &context("{}")),
+            PreparedFor::of(key, &context(r#"{"schema":"v2"}"#))
+        );
+        let other = AnswerKey::of(&http(200, &[], "{{y}}"));
+        assert_ne!(
+            PreparedFor::of(key, &context("{}")),
+            PreparedFor::of(other, &context("{}"))
+        );
     }
 }
