@@ -649,7 +649,11 @@ pub fn listeners_of(
         ),
         None => (
             std::path::PathBuf::new(),
-            decoy_core::mapping::load::StubRef::mapping(0, Some(m.id.to_string()), m.name.as_deref().map(str::to_owned)),
+            decoy_core::mapping::load::StubRef::mapping(
+                0,
+                Some(m.id.to_string()),
+                m.name.as_deref().map(str::to_owned),
+            ),
         ),
     };
     Some((file, Some(stub), hooks))

@@ -62,7 +62,11 @@ pub fn check<'a>(
                     .unwrap_or_default(),
                 stub: Some(match &m.source {
                     Some(src) => StubRef::of(m, src),
-                    None => StubRef::mapping(0, Some(m.id.to_string()), m.name.as_deref().map(str::to_owned)),
+                    None => StubRef::mapping(
+                        0,
+                        Some(m.id.to_string()),
+                        m.name.as_deref().map(str::to_owned),
+                    ),
                 }),
                 error: FieldError::new(field, reason),
             });

@@ -571,10 +571,13 @@ fn parse_connections(
     read.entries = list.len();
     for (i, c) in list.into_iter().enumerate() {
         let at = format!("[{i}]");
-        let stub = StubRef::connection(i, c.get("connectionId").map(id_text), c
-                .get("connectionName")
+        let stub = StubRef::connection(
+            i,
+            c.get("connectionId").map(id_text),
+            c.get("connectionName")
                 .and_then(Value::as_str)
-                .map(str::to_owned));
+                .map(str::to_owned),
+        );
         let mut warnings = Vec::new();
         match parse_connection(c, &at, tp_ibm, &mut warnings) {
             Ok(conn) => {
@@ -1051,9 +1054,7 @@ fn parse_mapping(
             Some(c) => id_text(c),
             // The only connection the file lists; with another one rejected, which
             // was meant is not known: the mapping must say, as with two valid ones.
-            None if connections.len() == 1 && read.rejected.is_empty() => {
-                connections[0].id.clone()
-            }
+            None if connections.len() == 1 && read.rejected.is_empty() => connections[0].id.clone(),
             None if connections.is_empty() => {
                 return Err(FieldError::new("connectionId", read.why_none()));
             }

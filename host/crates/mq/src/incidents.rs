@@ -88,7 +88,11 @@ impl Incidents {
             }
             None => list.push(Incident {
                 file: mapping.file.clone(),
-                stub: StubRef::mapping(mapping.index, Some(mapping.id.to_string()), mapping.name.as_deref().map(str::to_owned)),
+                stub: StubRef::mapping(
+                    mapping.index,
+                    Some(mapping.id.to_string()),
+                    mapping.name.as_deref().map(str::to_owned),
+                ),
                 what,
                 outcome: outcome.to_owned(),
                 count: 1,

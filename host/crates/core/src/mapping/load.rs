@@ -333,14 +333,19 @@ pub fn load_stub_file<T>(
     };
     let text = &buf[..len];
     let mut one = |index: usize, stub: &Value, as_written: Option<&str>, out: &mut FileLoad<T>| {
-        let stub_ref = || StubRef::mapping(index, id_keys
-                .iter()
-                .find_map(|k| stub.field(k))
-                .and_then(Value::as_str)
-                .map(str::to_owned), stub
-                .field("name")
-                .and_then(Value::as_str)
-                .map(str::to_owned));
+        let stub_ref = || {
+            StubRef::mapping(
+                index,
+                id_keys
+                    .iter()
+                    .find_map(|k| stub.field(k))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                stub.field("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            )
+        };
         let mut warnings = Vec::new();
         match parse(index, stub, as_written, &mut warnings) {
             Ok(m) => out.mappings.push(m),

@@ -165,7 +165,11 @@ impl Store {
             let errors = st.api_warnings.get(&m.id).map_or(&[][..], Vec::as_slice);
             errors.iter().map(|e| Problem {
                 file: PathBuf::new(),
-                stub: Some(load::StubRef::mapping(0, Some(m.id.to_string()), m.name.as_deref().map(str::to_owned))),
+                stub: Some(load::StubRef::mapping(
+                    0,
+                    Some(m.id.to_string()),
+                    m.name.as_deref().map(str::to_owned),
+                )),
                 error: e.clone(),
             })
         });
