@@ -171,6 +171,9 @@ struct CallCache {
     /// a call on the stub's unchanged plan (the usual case) lowers it from here
     /// instead of copying every header and the body into new strings first.
     stub_record: std::sync::OnceLock<wit::Response>,
+    /// The context of the call rendering an MQ reply's templated destination
+    /// ([`Transformers::destination_context`]), built on its first call.
+    destination: std::sync::OnceLock<wit::CallContext>,
 }
 
 /// The largest stub body kept, per mapping, in the WIT record a transformer is
@@ -222,11 +225,27 @@ impl Transformers {
         &self.cache(id, name).context
     }
 
+    /// The context of the second call an MQ reply with a templated destination
+    /// (`devices/{{...}}/ack`) makes, rendering the destination's name as its body:
+    /// the mapping's, with `/destination` after its id. An instance is prepared per
+    /// mapping id for one answer at a time, and `response-template` keeps one
+    /// mapping's templates per id: under the same id the body and the destination
+    /// would each prepare (and compile) again on every message.
+    pub fn destination_context(&self, id: &str, name: Option<&str>) -> &wit::CallContext {
+        let cache = self.cache(id, name);
+        cache.destination.get_or_init(|| {
+            let mut c = cache.context.clone();
+            c.mapping_id.push_str("/destination");
+            c
+        })
+    }
+
     fn cache(&self, id: &str, name: Option<&str>) -> &CallCache {
         self.context.get_or_init(|| {
             Box::new(CallCache {
                 context: call_context(id, name, &self.parameters),
                 stub_record: std::sync::OnceLock::new(),
+                destination: std::sync::OnceLock::new(),
             })
         })
     }

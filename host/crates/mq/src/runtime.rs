@@ -242,10 +242,11 @@ fn transform_reply(
         .filter(|d| d.name.contains("{{"))
     {
         // A templated destination (`devices/{{...}}/ack`) is rendered by the same
-        // transformers as the body, with the name as the body to render.
+        // transformers as the body, with the name as the body to render, under a
+        // context of its own so that neither prepares again for the other.
         let name = reply_record(d.name.as_bytes(), Vec::new());
         let r = t.run(
-            ctx,
+            t.destination_context(&mapping.id, mapping.name.as_deref()),
             &req,
             &name,
             mapping.response.destination_key,
@@ -1256,6 +1257,40 @@ mod tests {
         assert_eq!(&moved.body[..], b"broken, not JSON");
         rt.shutdown().await;
         assert_eq!(metrics.matched_total(), 1);
+    }
+
+    /// The body and the templated destination of a reply are rendered by two calls;
+    /// each is prepared (its templates compiled) once, not again on every message.
+    #[test]
+    fn a_templated_body_and_destination_are_compiled_once_not_per_message() {
+        let conn = json!({"connectionId": "mem", "connectionData": {"type": "amqp", "uri": "amqp://unused"}});
+        let load = config::load_for_test(
+            &conn,
+            &[json!({"request": {"destination": "Q"},
+                     "response": {"text": "hello {{request.headers.who}}",
+                                  "destination": {"name": "out.{{request.headers.who}}", "type": "QUEUE"},
+                                  "transformers": ["response-template"]}})],
+        );
+        let m = &load.mappings[0];
+        let plugin = &m.response.transformers.plugins[0];
+        for who in ["ann", "bob", "cy", "ann"] {
+            let mut req = request("x", "R");
+            req.properties.push(("who".into(), who.into()));
+            let mut reply = reply_for(m, &req);
+            let mut to = m.response.destination.clone().unwrap();
+            let mut delay = Duration::ZERO;
+            transform_reply(m, &req, &mut reply, &mut to, &mut delay).unwrap();
+            assert_eq!(String::from_utf8_lossy(&reply.body), format!("hello {who}"));
+            assert_eq!(to.name, format!("out.{who}"));
+        }
+        assert_eq!(
+            plugin
+                .stats
+                .compilations
+                .load(std::sync::atomic::Ordering::Relaxed),
+            2,
+            "the body's template and the destination's, each once"
+        );
     }
 
     /// A sink that keeps what it is handed.
