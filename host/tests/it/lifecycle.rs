@@ -1305,3 +1305,45 @@ fn a_reload_of_the_mq_files_prints_its_new_warnings_once() {
     assert_eq!(lines_with(&log, threads), 1, "{log}");
     assert_eq!(lines_with(&log, colour), 1, "{log}");
 }
+
+#[test]
+fn a_reload_of_a_mapping_file_prints_its_new_warnings_once() {
+    use crate::common::process::{Process, lines_with, serve_logged};
+    let stub = |extra: &str| {
+        let mut m = json!({"request": {"urlPath": "/w"}, "response": {"status": 200}});
+        if !extra.is_empty() {
+            m[extra] = json!(1);
+        }
+        m.to_string()
+    };
+    let dir = crate::common::root(&[("mappings/w.json", &stub(""))]);
+    let (child, log) = serve_logged(dir.path());
+    let _child = Process(child);
+    let said = |text: &str| lines_with(&log.lock().unwrap(), text);
+    let until_said = |text: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while said(text) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never said {text:?}:\n{}",
+                log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // A typo'd field written while decoy runs is said, as it would be at start.
+    write(dir.path(), "mappings/w.json", &stub("priorty"));
+    let typo = "mappings/w.json: mapping #0: priorty: unknown field, ignored";
+    until_said(typo);
+    // Another file changes, and this one is read again (a body file changed): the
+    // warning still holds and is not said again.
+    write(dir.path(), "mappings/x.json", &stub("colour"));
+    let colour = "mappings/x.json: mapping #0: colour: unknown field, ignored";
+    until_said(colour);
+    write(dir.path(), "__files/body.txt", "changed");
+    write(dir.path(), "mappings/y.json", &stub("flavour"));
+    until_said("mappings/y.json: mapping #0: flavour: unknown field, ignored");
+    let log = log.lock().unwrap().clone();
+    assert_eq!(lines_with(&log, typo), 1, "{log}");
+    assert_eq!(lines_with(&log, colour), 1, "{log}");
+}

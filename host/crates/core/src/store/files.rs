@@ -219,6 +219,12 @@ impl Store {
         // The hash of what was parsed (the file may have changed since it was hashed).
         let hash = loaded.hash;
         let previous = st.files.remove(rel.as_os_str());
+        // Warnings are said as they appear, like those of the first load (which the
+        // server prints): one this file's previous version had is not said again.
+        let said = previous.as_ref().map_or(&[][..], FileState::warnings);
+        for w in loaded.warnings.iter().filter(|w| !said.contains(w)) {
+            tracing::warn!("{w}");
+        }
         // A rewritten file keeps its place; a new one is the newest stub.
         let added = match &previous {
             Some(p) => p.added,
