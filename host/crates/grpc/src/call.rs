@@ -146,6 +146,12 @@ impl<W: WebhookSink + 'static, R: Recording + 'static> GrpcServer<W, R> {
         for p in &cat.problems {
             tracing::warn!("{p}");
         }
+        // Warnings are said as they appear (those of the first load are printed at
+        // start), not again by every later reload.
+        let said = self.catalog.load();
+        for w in cat.warnings.iter().filter(|w| !said.warnings.contains(w)) {
+            tracing::warn!("{w}");
+        }
         tracing::info!(
             "gRPC: {} method(s) from {} file(s) under {}",
             cat.method_count(),
