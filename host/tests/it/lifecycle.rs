@@ -1255,7 +1255,7 @@ async fn the_journal_writes_the_host_and_absolute_url_as_wiremock_does() {
 
 #[test]
 fn a_reload_of_the_mq_files_prints_its_new_warnings_once() {
-    use crate::common::process::{Process, lines_with, serve_logged};
+    use crate::common::process::{Process, lines_with, serve_logged, until_said};
     // Nothing listens there: the receivers retry in the background, which is all
     // this needs.
     let uri = format!("amqp://127.0.0.1:{}", crate::common::free_port());
@@ -1274,23 +1274,11 @@ fn a_reload_of_the_mq_files_prints_its_new_warnings_once() {
     ]);
     let (child, log) = serve_logged(dir.path());
     let _child = Process(child);
-    let said = |text: &str| lines_with(&log.lock().unwrap(), text);
-    let until_said = |text: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while said(text) == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "never said {text:?}:\n{}",
-                log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
     let threads = "mq-mappings/topic.json: mapping #0: receiveThreads: 3 receivers on an \
                    AMQP 1.0 topic would each get every publication; 1 is used";
 
     write(dir.path(), "mq-mappings/topic.json", &topic(3));
-    until_said(threads);
+    until_said(&log, threads);
 
     // Another file changes, with a warning of its own: the first is still there, and
     // not said again.
@@ -1300,7 +1288,7 @@ fn a_reload_of_the_mq_files_prints_its_new_warnings_once() {
         &json!({"request": {"destination": "Q"}, "colour": "red"}).to_string(),
     );
     let colour = "mq-mappings/queue.json: mapping #0: colour: unknown field, ignored";
-    until_said(colour);
+    until_said(&log, colour);
     let log = log.lock().unwrap().clone();
     assert_eq!(lines_with(&log, threads), 1, "{log}");
     assert_eq!(lines_with(&log, colour), 1, "{log}");
@@ -1308,7 +1296,7 @@ fn a_reload_of_the_mq_files_prints_its_new_warnings_once() {
 
 #[test]
 fn a_reload_of_a_mapping_file_prints_its_new_warnings_once() {
-    use crate::common::process::{Process, lines_with, serve_logged};
+    use crate::common::process::{Process, lines_with, serve_logged, until_said};
     let stub = |extra: &str| {
         let mut m = json!({"request": {"urlPath": "/w"}, "response": {"status": 200}});
         if !extra.is_empty() {
@@ -1319,30 +1307,21 @@ fn a_reload_of_a_mapping_file_prints_its_new_warnings_once() {
     let dir = crate::common::root(&[("mappings/w.json", &stub(""))]);
     let (child, log) = serve_logged(dir.path());
     let _child = Process(child);
-    let said = |text: &str| lines_with(&log.lock().unwrap(), text);
-    let until_said = |text: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while said(text) == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "never said {text:?}:\n{}",
-                log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
     // A typo'd field written while decoy runs is said, as it would be at start.
     write(dir.path(), "mappings/w.json", &stub("priorty"));
     let typo = "mappings/w.json: mapping #0: priorty: unknown field, ignored";
-    until_said(typo);
+    until_said(&log, typo);
     // Another file changes, and this one is read again (a body file changed): the
     // warning still holds and is not said again.
     write(dir.path(), "mappings/x.json", &stub("colour"));
     let colour = "mappings/x.json: mapping #0: colour: unknown field, ignored";
-    until_said(colour);
+    until_said(&log, colour);
     write(dir.path(), "__files/body.txt", "changed");
     write(dir.path(), "mappings/y.json", &stub("flavour"));
-    until_said("mappings/y.json: mapping #0: flavour: unknown field, ignored");
+    until_said(
+        &log,
+        "mappings/y.json: mapping #0: flavour: unknown field, ignored",
+    );
     let log = log.lock().unwrap().clone();
     assert_eq!(lines_with(&log, typo), 1, "{log}");
     assert_eq!(lines_with(&log, colour), 1, "{log}");

@@ -160,6 +160,19 @@ pub fn lines_with(text: &str, needle: &str) -> usize {
     text.lines().filter(|l| l.contains(needle)).count()
 }
 
+/// Waits (up to 10 s, else fails showing the log) until a line of `log` holds `text`.
+pub fn until_said(log: &Mutex<String>, text: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while lines_with(&log.lock().unwrap(), text) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never said {text:?}:\n{}",
+            log.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// `GET path` on 127.0.0.1:`port` over a connection of its own (closed after): the
 /// whole answer, head and body, as text.
 pub fn http_get(port: u16, path: &str) -> String {
