@@ -642,20 +642,12 @@ pub fn listeners_of(
     &decoy_core::webhooks::Webhooks,
 )> {
     let hooks = m.webhooks.as_ref()?;
-    let (file, stub) = match &m.source {
-        Some(src) => (
-            src.file.clone(),
-            decoy_core::mapping::load::StubRef::of(m, src),
-        ),
-        None => (
-            std::path::PathBuf::new(),
-            decoy_core::mapping::load::StubRef::mapping(
-                0,
-                Some(m.id.to_string()),
-                m.name.as_deref().map(str::to_owned),
-            ),
-        ),
-    };
+    let file = m
+        .source
+        .as_ref()
+        .map(|s| s.file.clone())
+        .unwrap_or_default();
+    let stub = decoy_core::mapping::load::StubRef::for_mapping(m);
     Some((file, Some(stub), hooks))
 }
 

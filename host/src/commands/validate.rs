@@ -74,11 +74,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .filter_map(decoy::server::listeners_of)
             .chain(mq.mappings.iter().filter_map(|m| {
-                let stub = decoy_core::mapping::load::StubRef::mapping(
-                    m.index,
-                    Some(m.id.to_string()),
-                    m.name.as_deref().map(str::to_owned),
-                );
+                let stub = m.stub_ref();
                 m.webhooks.as_ref().map(|w| (m.file.clone(), Some(stub), w))
             })),
     );

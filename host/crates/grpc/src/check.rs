@@ -60,14 +60,7 @@ pub fn check<'a>(
                     .as_ref()
                     .map(|s| s.file.clone())
                     .unwrap_or_default(),
-                stub: Some(match &m.source {
-                    Some(src) => StubRef::of(m, src),
-                    None => StubRef::mapping(
-                        0,
-                        Some(m.id.to_string()),
-                        m.name.as_deref().map(str::to_owned),
-                    ),
-                }),
+                stub: Some(StubRef::for_mapping(m)),
                 error: FieldError::new(field, reason),
             });
         };

@@ -162,6 +162,15 @@ pub struct MqMapping {
 }
 
 impl MqMapping {
+    /// Which mapping a problem about this one names.
+    pub fn stub_ref(&self) -> StubRef {
+        StubRef::mapping(
+            self.index,
+            Some(self.id.to_string()),
+            self.name.as_deref().map(str::to_owned),
+        )
+    }
+
     /// `mq-mappings/orders.json [0] (id …)`, for messages.
     pub fn label(&self) -> String {
         format!("{} [{}] (id {})", self.file.display(), self.index, self.id)

@@ -88,11 +88,7 @@ impl Incidents {
             }
             None => list.push(Incident {
                 file: mapping.file.clone(),
-                stub: StubRef::mapping(
-                    mapping.index,
-                    Some(mapping.id.to_string()),
-                    mapping.name.as_deref().map(str::to_owned),
-                ),
+                stub: mapping.stub_ref(),
                 what,
                 outcome: outcome.to_owned(),
                 count: 1,

@@ -394,11 +394,7 @@ impl MqService {
         problems.extend(check_listeners(
             &self.publishers.connections(),
             live.iter().filter_map(|(m, _)| {
-                let stub = decoy_core::mapping::load::StubRef::mapping(
-                    m.index,
-                    Some(m.id.to_string()),
-                    m.name.as_deref().map(str::to_owned),
-                );
+                let stub = m.stub_ref();
                 m.webhooks.as_ref().map(|w| (m.file.clone(), Some(stub), w))
             }),
         ));

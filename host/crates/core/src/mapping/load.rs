@@ -64,6 +64,19 @@ impl StubRef {
         }
     }
 
+    /// A mapping: at its place in its file, or 0 for one posted through the admin
+    /// API (which has no file).
+    pub fn for_mapping(m: &Mapping) -> StubRef {
+        match &m.source {
+            Some(src) => StubRef::of(m, src),
+            None => StubRef::mapping(
+                0,
+                Some(m.id.to_string()),
+                m.name.as_deref().map(str::to_owned),
+            ),
+        }
+    }
+
     /// A loaded mapping, at `src`.
     pub fn of(m: &Mapping, src: &Source) -> StubRef {
         StubRef::mapping(

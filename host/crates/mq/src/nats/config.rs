@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use crate::config::{
     Connection, ConnectionKind, DEFAULT_CONNECT_TIMEOUT, MqLoad, count, opt_str, whole,
 };
-use decoy_core::mapping::load::{Problem, StubRef};
+use decoy_core::mapping::load::Problem;
 use decoy_spec::fields::{FieldError, FieldResult, as_bool, as_object, join, show, warn_unknown};
 
 /// The queue group decoy's subscribers join unless the connection names another, so
@@ -414,7 +414,7 @@ pub fn check_sources(out: &mut MqLoad) {
                 i,
                 Problem {
                     file: m.file.clone(),
-                    stub: Some(StubRef::mapping(m.index, Some(m.id.to_string()), m.name.as_deref().map(str::to_owned))),
+                    stub: Some(m.stub_ref()),
                     error: FieldError::new(
                         "request.jetstream",
                         format!(
