@@ -1,0 +1,2 @@
+pub(crate) mod path;
+pub(crate) mod value;
