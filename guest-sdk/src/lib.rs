@@ -82,7 +82,9 @@
 //! deadline (100 ms unless the plugin's settings say otherwise) and each instance a
 //! memory cap (64 MiB). Instances are reused between calls, so a `static` cache (of
 //! compiled templates, say) survives from one call to the next, but is not shared
-//! between instances: use [`kv`] for state every call must see. Work a transformer
+//! between instances: use [`kv`] for state every call must see, and [`cache`] for
+//! work every instance would otherwise repeat (a value one instance computed and
+//! another may reuse). Work a transformer
 //! does once per mapping (compiling what the mapping's answer holds) can go into a
 //! [`Prepare`], which decoy calls outside the calls' deadline. A panic ends the
 //! call: decoy answers that request with a 500 naming the plugin and goes on.
@@ -102,7 +104,7 @@ pub mod wit {
         world: "host-api",
         generate_all,
     });
-    pub use decoy::plugin::{kv, log, request_info, types};
+    pub use decoy::plugin::{cache, kv, log, request_info, types};
 }
 
 include!(concat!(env!("OUT_DIR"), "/export_macro.rs"));
@@ -469,6 +471,62 @@ pub mod kv {
 
     pub fn keys(prefix: &str) -> Vec<String> {
         raw::keys(prefix)
+    }
+}
+
+/// Immutable values shared by every instance of this plugin, for work each instance
+/// would otherwise repeat (the `cache` interface of `wit/plugin.wit`): what one
+/// instance computed and stored, another reads instead of computing it again.
+///
+/// A value must be something the plugin can always make again: [`get`] may miss
+/// at any time. The cache is this plugin's alone, lives in decoy's memory, holds at
+/// most 32 MiB (keys and values; the oldest entries go first, a larger value is not
+/// kept) and is emptied when the plugin is reloaded. A key names one value: a
+/// [`put`] under a key already present keeps the value there, so put a version of
+/// the value's format in the key if it may change. In a native build (the plugin's
+/// own `cargo test`) there is no host: the cache is a map of the calling thread, as
+/// if that thread were every instance.
+pub mod cache {
+    /// The value stored under `key`, if it is still there.
+    pub fn get(key: &str) -> Option<Vec<u8>> {
+        #[cfg(target_arch = "wasm32")]
+        {
+            super::wit::cache::get(key)
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            testing::VALUES.with_borrow(|v| v.get(key).cloned())
+        }
+    }
+
+    /// Stores `value` under `key` for every instance of this plugin.
+    pub fn put(key: &str, value: &[u8]) {
+        #[cfg(target_arch = "wasm32")]
+        {
+            super::wit::cache::put(key, value)
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            testing::VALUES.with_borrow_mut(|v| {
+                v.entry(key.to_owned()).or_insert_with(|| value.to_vec());
+            })
+        }
+    }
+
+    /// Native builds only: the calling thread's cache, for a plugin's tests.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub mod testing {
+        use std::cell::RefCell;
+        use std::collections::HashMap;
+
+        thread_local! {
+            pub(super) static VALUES: RefCell<HashMap<String, Vec<u8>>> = RefCell::new(HashMap::new());
+        }
+
+        /// Empties this thread's cache (as a reload of the plugin would).
+        pub fn clear() {
+            VALUES.with_borrow_mut(HashMap::clear);
+        }
     }
 }
 

@@ -129,7 +129,12 @@ impl Code {
         let timeout = Duration::from_millis(self.settings.timeout_milliseconds);
         let mut store = Store::new(
             &self.engine,
-            State::new(plugin, self.settings.memory_limit_bytes(), timeout),
+            State::new(
+                plugin,
+                self.cache.clone(),
+                self.settings.memory_limit_bytes(),
+                timeout,
+            ),
         );
         store.limiter(|s| &mut s.limits);
         // The epoch deadline is wall time; the callback turns it into CPU time.

@@ -1,5 +1,5 @@
 //! What a plugin instance's `Store` holds, and the host functions it may import:
-//! WASI (sandboxed) and decoy's `log`, `kv` and `request-info`.
+//! WASI (sandboxed) and decoy's `log`, `kv`, `request-info` and `cache`.
 
 use std::sync::Arc;
 
@@ -7,7 +7,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::Guest;
-use super::decoy::plugin::{kv, log, request_info, types};
+use super::cache::ValueCache;
+use super::decoy::plugin::{cache, kv, log, request_info, types};
 use super::stdio::Stdio;
 
 /// Limits of the `kv` store, per plugin.
@@ -23,6 +24,8 @@ pub(crate) struct State {
     pub(crate) stdio: Stdio,
     /// The plugin this instance belongs to (for `kv` and log tags).
     plugin: Arc<Guest>,
+    /// The `cache` of the code this instance runs.
+    cache: Arc<ValueCache>,
     /// The mapping of the call under way (for log tags).
     pub(crate) mapping: String,
     /// The client's address for the call under way (`request-info.client-ip`); set
@@ -79,6 +82,7 @@ impl wasmtime::ResourceLimiter for Limits {
 impl State {
     pub(crate) fn new(
         plugin: Arc<Guest>,
+        cache: Arc<ValueCache>,
         memory_limit: usize,
         budget: std::time::Duration,
     ) -> State {
@@ -103,6 +107,7 @@ impl State {
             },
             stdio,
             plugin,
+            cache,
             mapping: String::new(),
             client_ip: None,
             side_effects: false,
@@ -168,6 +173,18 @@ impl request_info::Host for State {
 
     fn hostname(&mut self) -> String {
         super::machine_hostname().to_owned()
+    }
+}
+
+/// Not a side effect (see `side_effects`): a value is a copy of what the plugin
+/// can make again, so a call that stored one may still be made again.
+impl cache::Host for State {
+    fn get(&mut self, key: String) -> Option<Vec<u8>> {
+        self.cache.get(&key)
+    }
+
+    fn put(&mut self, key: String, value: Vec<u8>) {
+        self.cache.put(key, value);
     }
 }
 

@@ -30,10 +30,13 @@
 //! sockets and empty stdio; clocks and random are allowed. Per call a CPU deadline
 //! (epoch ticks) and per instance a memory cap (a `ResourceLimiter`).
 //!
-//! What a plugin may ask the host is `log`, `kv` and `request-info` (the client's
+//! What a plugin may ask the host is `log`, `kv`, `request-info` (the client's
 //! address, which a [`PluginRequest`] carries beside the WIT record, and the
-//! machine's name). This crate sees those as plain data: it knows nothing of HTTP.
+//! machine's name) and `cache` (values shared by the instances of one version of
+//! the plugin: see `cache.rs`). This crate sees those as plain data: it knows
+//! nothing of HTTP.
 
+mod cache;
 mod call;
 mod cpu_clock;
 mod host_api;
@@ -283,6 +286,8 @@ pub(crate) struct Code {
     pub(crate) prepare: Option<exports::decoy::plugin::prepare::GuestIndices>,
     pub(crate) pool: Mutex<Vec<call::Warm>>,
     pub(crate) engine: wasmtime::Engine,
+    /// The `cache` its instances share: of this code, so a reload starts empty.
+    pub(crate) cache: Arc<cache::ValueCache>,
 }
 
 impl std::fmt::Debug for Code {

@@ -2,12 +2,13 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::cache::{CACHE_MAX_BYTES, ValueCache};
 use super::exports::decoy::plugin::{matcher, prepare, transformer};
 use super::host_api::State;
 use super::{Code, Runtime, TICK, bundled};
@@ -267,6 +268,7 @@ pub(super) fn build(
         prepare,
         pool: Mutex::new(Vec::new()),
         engine: runtime.engine.clone(),
+        cache: Arc::new(ValueCache::new(CACHE_MAX_BYTES)),
     })
 }
 
@@ -391,7 +393,7 @@ fn describe_compile_error(e: &wasmtime::Error) -> String {
 fn explain_link_error(e: &wasmtime::Error) -> String {
     let text = format!("{e:#}");
     format!(
-        "needs an import decoy does not give plugins ({text}); plugins may import decoy:plugin/log, decoy:plugin/kv, decoy:plugin/request-info and WASI 0.2 (without file system, network or environment)"
+        "needs an import decoy does not give plugins ({text}); plugins may import decoy:plugin/log, decoy:plugin/kv, decoy:plugin/request-info, decoy:plugin/cache and WASI 0.2 (without file system, network or environment)"
     )
 }
 
