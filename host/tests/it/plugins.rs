@@ -472,12 +472,14 @@ async fn a_250_kb_handlebars_template_answers_200_from_its_first_request_with_th
 }
 
 /// A 250 KB body of JSON text and helpers (`jsonPath`, `{{#each}}` blocks) is the
-/// plugin's to render. Each instance compiles it once, when decoy prepares the
-/// instance for the stub before its first call, outside the call's deadline: every
-/// request answers 200 from the first, and however many requests the stub serves,
-/// it is compiled exactly once per instance that served it.
+/// plugin's to render. It is compiled once, when decoy prepares the first instance
+/// for the stub before its first call, outside the call's deadline; every other
+/// instance reads it from the plugin's `cache`: every request answers 200 from the
+/// first, and however many requests and instances serve the stub, it is compiled
+/// exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_250_kb_helper_template_is_compiled_once_per_instance_before_its_first_call() {
+async fn a_250_kb_helper_template_is_compiled_once_before_its_first_call_however_many_instances_serve_it()
+ {
     let mut body = String::from("[");
     let mut n = 0;
     while body.len() < 250_000 {
@@ -527,16 +529,79 @@ async fn a_250_kb_helper_template_is_compiled_once_per_instance_before_its_first
     assert!(instances >= 1);
     assert_eq!(
         plugin.stats.compilations.load(Relaxed),
-        instances,
-        "once per instance, however many calls"
+        1,
+        "once, however many calls and instances ({instances})"
     );
     // The count is the one /__admin/metrics shows.
     let m = get(addr, "/__admin/metrics").await.body;
     assert!(
-        m.contains(&format!(
-            "decoy_plugin_compilations_total{{plugin=\"response-template\"}} {instances}"
-        )),
+        m.contains("decoy_plugin_compilations_total{plugin=\"response-template\"} 1"),
         "{m}"
+    );
+    server.shutdown().await;
+}
+
+/// With `isolation: per-request` every call is a fresh instance, and every fresh
+/// instance is prepared for the stub's answer before its call: the first compiles
+/// the template (one with helpers and blocks, so the plugin renders it, not decoy)
+/// and stores it in the plugin's `cache`; the others, one after another and at
+/// once, read it from there. Every answer is right, and the plugin compiled it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_is_compiled_once_however_many_fresh_instances_serve_it() {
+    let dir = crate::common::root_with_stubs(json!([
+        {"request": {"urlPath": "/order"},
+         "response": {
+             "body": "{\"id\": \"{{jsonPath request.body '$.id'}}\", \"tags\": [{{#each (jsonPath request.body '$.tags')}}\"{{upper this}}\"{{#unless @last}}, {{/unless}}{{/each}}], \"n\": {{request.query.n}}}",
+             "headers": {"x-first-tag": "{{jsonPath request.body '$.tags[0]'}}"},
+             "transformers": ["response-template"]}}
+    ]));
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::write(
+        dir.path().join("plugins/response-template.json"),
+        r#"{"isolation": "per-request"}"#,
+    )
+    .unwrap();
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let plugin = template_plugin(&server);
+    let check = |a: crate::common::Answer, n: usize| {
+        assert_eq!(a.status, 200, "{}", a.body);
+        let v: Value = serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("{e}: {}", a.body));
+        assert_eq!(
+            v,
+            json!({"id": format!("A-{n}"), "tags": ["X", format!("Y{n}")], "n": n})
+        );
+        assert_eq!(a.header("x-first-tag"), Some("x"));
+    };
+    let order = |n: usize| format!(r#"{{"id": "A-{n}", "tags": ["x", "y{n}"]}}"#);
+    for n in 0..10 {
+        check(
+            send(addr, "POST", &format!("/order?n={n}"), &[], &order(n)).await,
+            n,
+        );
+    }
+    let calls: Vec<_> = (10..20)
+        .map(|n| {
+            let body = order(n);
+            tokio::spawn(async move {
+                (
+                    n,
+                    send(addr, "POST", &format!("/order?n={n}"), &[], &body).await,
+                )
+            })
+        })
+        .collect();
+    for c in calls {
+        let (n, a) = c.await.unwrap();
+        check(a, n);
+    }
+    assert_eq!(plugin.stats.calls.load(Relaxed), 20);
+    assert_eq!(plugin.stats.failures.load(Relaxed), 0);
+    assert_eq!(plugin.stats.instances_created.load(Relaxed), 20);
+    assert_eq!(
+        plugin.stats.compilations.load(Relaxed),
+        2,
+        "the body and the header, once each for twenty instances"
     );
     server.shutdown().await;
 }
@@ -1204,19 +1269,23 @@ fn plugin_check_reports_worlds_and_refuses_what_it_cannot_run() {
 
 #[tokio::test]
 async fn a_plugin_built_against_the_first_published_wit_links_and_runs_unchanged() {
-    // It does not import what the package gained since (request-info) ...
+    // It does not import what the package gained since (request-info, cache) ...
     let old = decoy_plugin_host::check_file(&old_wit(), None).unwrap();
     assert!(old.worlds.contains(&"transformer-and-matcher"), "{old:?}");
     assert!(
         old.imports.iter().any(|i| i == "decoy:plugin/kv@0.1.0")
-            && !old.imports.iter().any(|i| i.contains("request-info")),
+            && !old.imports.iter().any(|i| i.contains("request-info"))
+            && !old.imports.iter().any(|i| i.contains("cache")),
         "{old:?}"
     );
-    // A Rust plugin built against today's WIT that never calls it does not import
-    // it either ...
+    // A Rust plugin built against today's WIT that never calls them does not
+    // import them either ...
     let matcher = decoy_plugin_host::check_file(&json_matcher(), None).unwrap();
     assert!(
-        !matcher.imports.iter().any(|i| i.contains("request-info")),
+        !matcher
+            .imports
+            .iter()
+            .any(|i| i.contains("request-info") || i.contains("cache")),
         "{matcher:?}"
     );
     // ... and one that uses it does.
@@ -1228,12 +1297,14 @@ async fn a_plugin_built_against_the_first_published_wit_links_and_runs_unchanged
         .unwrap();
     std::fs::write(&template, bytes).unwrap();
     let new = decoy_plugin_host::check_file(&template, None).unwrap();
-    assert!(
-        new.imports
-            .iter()
-            .any(|i| i == "decoy:plugin/request-info@0.1.0"),
-        "{new:?}"
-    );
+    for import in ["request-info", "cache"] {
+        assert!(
+            new.imports
+                .iter()
+                .any(|i| *i == format!("decoy:plugin/{import}@0.1.0")),
+            "{new:?}"
+        );
+    }
 
     let dir = crate::common::root_with_stubs(json!([
         {"request": {"urlPath": "/old", "customMatcher": {"name": "old-wit"}},

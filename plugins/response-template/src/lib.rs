@@ -13,8 +13,11 @@
 //! its properties are `request.headers`, and `request.destination`,
 //! `request.correlationId`, `request.messageId` and `request.replyTo` are set.
 //!
-//! Templates are compiled once per mapping and text in each instance, and kept
-//! (see [`Cache`], which counts them). decoy calls the plugin's `prepare` on an
+//! Templates are compiled once per text for the whole plugin: an instance keeps the
+//! templates of each mapping it serves (see [`Cache`], which counts compilations),
+//! and finds one another instance compiled in decoy's `cache`, shared by every
+//! instance of the plugin, as bytes it reads back instead of compiling (see
+//! [`compile_shared`]). decoy calls the plugin's `prepare` on an
 //! instance before its first call for a mapping's answer, outside the call's
 //! deadline: the templates are compiled there, and a call only renders. A large
 //! template is compiled in pieces, in time that grows with its length (see
@@ -135,8 +138,8 @@ thread_local! {
 #[allow(missing_debug_implementations)]
 pub struct Cache {
     mappings: HashMap<String, MappingTemplates>,
-    /// Templates this instance has compiled (each mapping's text once; again only
-    /// when the text changes or the cache was emptied).
+    /// Templates this instance has compiled (each text once; again only when the
+    /// text changes or the cache was emptied, and not when decoy's `cache` had it).
     compilations: u64,
 }
 
@@ -212,25 +215,85 @@ fn templates_of<'a>(
 
 impl Compiled {
     pub fn new(text: &str) -> Result<Compiled, Error> {
-        let template = compile(text)?;
-        Ok(Compiled {
+        Ok(Compiled::of(text, compile(text)?))
+    }
+
+    fn of(text: &str, template: Template) -> Compiled {
+        Compiled {
             text: text.to_owned(),
             needs: Needs::of(text),
             direct: Direct::of(&template),
             template,
-        })
+        }
     }
 
-    /// Leaves `slot` holding `text` compiled, compiling only when it changed
-    /// (counted in `compiled`).
+    /// Leaves `slot` holding `text` compiled, compiling only when it changed and
+    /// no other instance compiled it (counted in `compiled`; see [`compile_shared`]).
     fn refresh(slot: &mut Option<Compiled>, text: &str, compiled: &mut u64) -> Result<(), Error> {
         if slot.as_ref().is_none_or(|c| c.text != text) {
             *slot = None;
-            *compiled += 1;
-            *slot = Some(Compiled::new(text)?);
+            let template = compile_shared(text, compiled)?;
+            *slot = Some(Compiled::of(text, template));
         }
         Ok(())
     }
+}
+
+/// What the key of a compiled template in decoy's `cache` starts with: the form of
+/// the bytes stored (postcard, of handlebars 6.4.4's `Template` as [`compile`]
+/// leaves it). The cache is emptied when the plugin is reloaded, so another build
+/// never reads these bytes; the tag still changes whenever that form does, so that
+/// it never could.
+const CACHED_FORM: &str = "template/postcard/handlebars-6.4.4/v1";
+
+/// The cache key of `text`'s compiled form: [`CACHED_FORM`] and 128 bits of the
+/// text's SHA-256.
+fn cache_key(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let digest = Sha256::digest(text.as_bytes());
+    let mut key = String::with_capacity(CACHED_FORM.len() + 33);
+    key.push_str(CACHED_FORM);
+    key.push(':');
+    for b in &digest[..16] {
+        let _ = write!(key, "{b:02x}");
+    }
+    key
+}
+
+/// `text` compiled as [`compile`] does, read from decoy's `cache` when an instance
+/// of this plugin compiled it before (each instance's own [`Cache`] only serves
+/// that instance). Compiling (counted in `compiled`) stores the result there for
+/// the others. Bytes that do not read back as a template (which only a bug could
+/// cause) are compiled over, never used.
+pub fn compile_shared(text: &str, compiled: &mut u64) -> Result<Template, Error> {
+    let key = cache_key(text);
+    if let Some(bytes) = decoy_plugin::cache::get(&key) {
+        match postcard::from_bytes::<Template>(&bytes) {
+            Ok(template) => return Ok(template),
+            Err(e) => warn(&format!(
+                "a cached compiled template does not read back ({e}); compiling it"
+            )),
+        }
+    }
+    *compiled += 1;
+    let template = compile(text)?;
+    match postcard::to_allocvec(&template) {
+        Ok(bytes) => decoy_plugin::cache::put(&key, &bytes),
+        Err(e) => warn(&format!(
+            "a compiled template cannot be cached ({e}); other instances compile it too"
+        )),
+    }
+    Ok(template)
+}
+
+/// A warning in decoy's log (on stderr in the plugin's native tests, which have no
+/// host to log to).
+fn warn(message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    decoy_plugin::log::warn(message);
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("{message}");
 }
 
 /// Which parts of the model a template uses, found once from its text, so a call

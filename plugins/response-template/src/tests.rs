@@ -1009,3 +1009,120 @@ fn a_large_block_is_compiled_with_its_text_set_aside_to_the_same_template() {
     assert_eq!(out.matches("http://localhost:8080/images/").count(), 540);
     assert!(serde_json::from_str::<Value>(&out).is_ok());
 }
+
+/// `text` compiled, stored as the bytes decoy's `cache` keeps, and read back: the
+/// same template, which renders the same answer to `req`.
+fn stored_and_read_back(text: &str, req: &Request) -> String {
+    let compiled = compile(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    let bytes = postcard::to_allocvec(&compiled).expect("a template is stored");
+    let back: Template = postcard::from_bytes(&bytes).expect("and read back");
+    assert!(back == compiled, "{text} reads back to another template");
+    let model = handlebars::Context::from(
+        json!({"request": request_model(req, None), "parameters": {"greeting": "hi"}}),
+    );
+    let answer = render(&compiled, &model).unwrap_or_else(|e| panic!("{text}: {e}"));
+    assert_eq!(render(&back, &model).expect("it renders"), answer, "{text}");
+    answer
+}
+
+#[test]
+fn a_compiled_template_stored_as_bytes_reads_back_to_the_same_template_and_answer() {
+    let req = http(
+        "POST",
+        "/users/42/orders?status=open&tag=a&tag=b",
+        &[("content-type", "application/json")],
+        r#"{"name":"Ada","items":[{"id":1},{"id":2}],"total":12.5}"#,
+    );
+    // Blocks with `else if` chains, paths up (`../`), from the root (`@root`) and
+    // local (`@index`), subexpressions, hash arguments, literals of every JSON kind,
+    // raw and whitespace-trimming forms, a comment, a section over a missing value.
+    let text = r#"{{#each (jsonPath request.body '$.items')}}{{@index}}:{{this.id}}/{{../request.method}}/{{@root.request.path}}{{#unless @last}},{{/unless}}{{/each}}
+{{#if (eq request.method 'GET')}}get{{else if (gt 2 1.5)}}else-if{{else}}other{{/if}}
+{{jsonPath request.body '$.total'}} {{math 1 '+' 2.5}} {{upper (lower "MiXeD")}} {{size (array 1 true null 'x' -3)}}
+{{!-- a comment --}}{{{request.path}}} {{~request.query.status~}} {{#with request.query}}{{status}}{{/with}}
+{{#nope}}x{{else}}none{{/nope}} {{lookup request.query.tag 1}} {{parameters.greeting}}
+{{#each request.query.tag as |t i|}}{{i}}={{t}};{{/each}} {{stringFormat '%s-%s' 'a' 'b'}} {{jsonPath request.body '$.items[?(@.id > 1)].id'}}"#;
+    let answer = stored_and_read_back(text, &req);
+    assert!(
+        answer.starts_with(
+            "0:1/POST//users/42/orders,1:2/POST//users/42/orders\nelse-if\n12.5 3.5 MIXED 5"
+        ),
+        "{answer}"
+    );
+    // Partials and decorators (which WireMock's templates do not use) hold the
+    // remaining kinds of element: they read back too.
+    let all_kinds = "{{> header}}{{#> layout title='t'}}body {{x}}{{/layout}}{{#*inline \"row\"}}r{{/inline}}{{*decorator 1}}";
+    let t = handlebars::Template::compile(all_kinds).expect("it compiles");
+    let back: Template =
+        postcard::from_bytes(&postcard::to_allocvec(&t).expect("stored")).expect("read back");
+    assert!(back == t, "{all_kinds}");
+}
+
+#[test]
+fn a_250_kb_compiled_template_reads_back_to_the_same_template_and_answer() {
+    let req = http("GET", "/feed", &[], "");
+    let answer = stored_and_read_back(&big_json_template(), &req);
+    assert_eq!(answer.matches("http://localhost:8080/images/").count(), 540);
+    let in_block = format!(
+        "{{{{#if request.url}}}}\n{}\n{{{{/if}}}}",
+        big_json_template()
+    );
+    let answer = stored_and_read_back(&rewrite_paths(&in_block), &req);
+    assert_eq!(answer.matches("http://localhost:8080/images/").count(), 540);
+}
+
+/// decoy's `cache` is shared by every instance of the plugin; in native tests it
+/// is the thread's, so two `Cache`s on one thread are two instances of one plugin.
+#[test]
+fn an_instance_reads_a_template_another_compiled_instead_of_compiling_it() {
+    decoy_plugin::cache::testing::clear();
+    let text = "{{#each request.query.tag}}{{this}};{{/each}}";
+    let headers = [("x-sum".to_owned(), "{{math 1 '+' 2}}".to_owned())];
+    let (mut first, mut second) = (Cache::default(), Cache::default());
+    first.refresh("m", Some(text), &headers).unwrap();
+    assert_eq!(first.compilations, 2, "the body and the header");
+    second
+        .refresh("other mapping", Some(text), &headers)
+        .unwrap();
+    assert_eq!(second.compilations, 0, "both read from the cache");
+    let body = |c: &Cache, m: &str| c.mappings[m].body.as_ref().map(|c| c.template.clone());
+    assert!(body(&first, "m") == body(&second, "other mapping"));
+    // A text no instance compiled yet is compiled, once.
+    second
+        .refresh("m", Some("{{upper request.method}}"), &[])
+        .unwrap();
+    second
+        .refresh("n", Some("{{upper request.method}}"), &[])
+        .unwrap();
+    assert_eq!(second.compilations, 1);
+}
+
+/// Bytes under a template's key that are not a template (only a bug could put
+/// them there) are compiled over: the answer is never wrong.
+#[test]
+fn cached_bytes_that_do_not_read_back_are_compiled_over() {
+    decoy_plugin::cache::testing::clear();
+    let text = "{{#if request.method}}{{upper request.method}}{{/if}}";
+    decoy_plugin::cache::put(&cache_key(text), b"\xff not a template");
+    let mut compiled = 0;
+    let t = compile_shared(text, &mut compiled).unwrap();
+    assert_eq!(compiled, 1);
+    assert!(t == compile(text).unwrap());
+    assert_eq!(
+        render_for(text, &http("GET", "/", &[], "")),
+        render(
+            &t,
+            &handlebars::Context::from(json!({"request": {"method": "GET"}}))
+        )
+        .unwrap()
+    );
+}
+
+#[test]
+fn the_cache_key_names_the_stored_form_and_differs_with_the_text() {
+    let a = cache_key("{{a}}");
+    assert!(a.starts_with(CACHED_FORM), "{a}");
+    assert_eq!(a.len(), CACHED_FORM.len() + 1 + 32, "128 bits in hex");
+    assert_eq!(a, cache_key("{{a}}"));
+    assert_ne!(a, cache_key("{{b}}"));
+}
