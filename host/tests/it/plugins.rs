@@ -432,8 +432,8 @@ async fn a_plain_250_kb_template_is_compiled_once_at_load_and_served_without_a_p
 
 /// The same size of template, but with a helper in each expression: it is the
 /// plugin's to render, in the sandbox, and every instance's first call answers 200
-/// within the default deadline (each instance compiles it before that call, outside
-/// the deadline).
+/// within the default deadline (each instance gets it compiled, or reads what another
+/// compiled, before that call, outside the deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_250_kb_handlebars_template_answers_200_from_its_first_request_with_the_default_deadline()
 {

@@ -492,7 +492,7 @@ pub fn render_plugins(out: &mut String, plugins: &[std::sync::Arc<decoy_plugin_h
         ),
         (
             "decoy_plugin_compilations_total",
-            "Compilations made inside plugin instances, as the plugin reports them when prepared (response-template: templates, at most once per instance and template).",
+            "Compilations made inside plugin instances, as the plugin reports them when prepared (response-template: templates, once per template however many instances serve it).",
             |s| s.compilations.load(Relaxed),
         ),
         (

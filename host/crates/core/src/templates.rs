@@ -18,9 +18,11 @@
 //!   ways on real requests).
 //!
 //! Every other template (a helper, a block, `parameters`) is the plugin's, in the
-//! sandbox: each instance compiles it once (in pieces, in time linear in its size)
-//! when the plugin runtime prepares the instance for the mapping, before its first
-//! call and outside the call's deadline, and keeps it for that instance's calls.
+//! sandbox: the plugin compiles it once (in pieces, in time linear in its size) and
+//! keeps the compiled form in its `cache`, shared by all its instances; an instance
+//! gets it (compiled or read back) when the plugin runtime prepares the instance for
+//! the mapping, before its first call and outside the call's deadline, and keeps it
+//! for that instance's calls.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
