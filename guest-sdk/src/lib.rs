@@ -478,14 +478,14 @@ pub mod kv {
 /// would otherwise repeat (the `cache` interface of `wit/plugin.wit`): what one
 /// instance computed and stored, another reads instead of computing it again.
 ///
-/// A value must be something the plugin can always make again: [`get`] may miss
-/// at any time. The cache is this plugin's alone, lives in decoy's memory, holds at
-/// most 32 MiB (keys and values; the oldest entries go first, a larger value is not
-/// kept) and is emptied when the plugin is reloaded. A key names one value: a
-/// [`put`] under a key already present keeps the value there, so put a version of
-/// the value's format in the key if it may change. In a native build (the plugin's
-/// own `cargo test`) there is no host: the cache is a map of the calling thread, as
-/// if that thread were every instance.
+/// A value must be something the plugin can always make again: a
+/// [`get`](cache::get) may miss at any time. The cache is this plugin's alone, lives
+/// in decoy's memory, holds at most 32 MiB (keys and values; the oldest entries go
+/// first, a larger value is not kept) and is emptied when the plugin is reloaded. A
+/// key names one value: a [`put`](cache::put) under a key already present keeps the
+/// value there, so put a version of the value's format in the key if it may change.
+/// In a native build (the plugin's own `cargo test`) there is no host: the cache is
+/// a map of the calling thread, as if that thread were every instance.
 pub mod cache {
     /// The value stored under `key`, if it is still there.
     pub fn get(key: &str) -> Option<Vec<u8>> {
