@@ -432,8 +432,9 @@ async fn a_plain_250_kb_template_is_compiled_once_at_load_and_served_without_a_p
 
 /// The same size of template, but with a helper in each expression: it is the
 /// plugin's to render, in the sandbox, and every instance's first call answers 200
-/// within the default deadline (each instance gets it compiled, or reads what another
-/// compiled, before that call, outside the deadline).
+/// within the default deadline (each instance reads it compiled from the plugin's
+/// `cache`, where decoy put it when the stub loaded, before that call, outside the
+/// deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_250_kb_handlebars_template_answers_200_from_its_first_request_with_the_default_deadline()
 {
@@ -468,17 +469,22 @@ async fn a_250_kb_handlebars_template_answers_200_from_its_first_request_with_th
         1,
         "compiled at load only"
     );
+    assert_eq!(
+        plugin.stats.compilations.load(Relaxed),
+        0,
+        "not by the plugin"
+    );
     server.shutdown().await;
 }
 
 /// A 250 KB body of JSON text and helpers (`jsonPath`, `{{#each}}` blocks) is the
-/// plugin's to render. It is compiled once, when decoy prepares the first instance
-/// for the stub before its first call, outside the call's deadline; every other
-/// instance reads it from the plugin's `cache`: every request answers 200 from the
-/// first, and however many requests and instances serve the stub, it is compiled
-/// exactly once.
+/// plugin's to render. decoy compiles it once, when the stub loads, and puts it in
+/// the plugin's `cache`; every instance, the first one included, reads it from
+/// there when decoy prepares it for the stub: every request answers 200 from the
+/// first, and however many requests and instances serve the stub, the plugin
+/// compiles nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_250_kb_helper_template_is_compiled_once_before_its_first_call_however_many_instances_serve_it()
+async fn a_250_kb_helper_template_is_compiled_once_at_load_and_never_by_the_plugin_however_many_instances_serve_it()
  {
     let mut body = String::from("[");
     let mut n = 0;
@@ -511,9 +517,12 @@ async fn a_250_kb_helper_template_is_compiled_once_before_its_first_call_however
             "text": "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(6)})
         );
     };
-    // The very first request, alone: no instance has compiled the template yet.
+    assert_eq!(plugin.stats.host_compiled.load(Relaxed), 1);
+    // The very first request, alone: no instance has compiled the template, and
+    // the first one to serve it compiles nothing either.
     check(send(addr, "POST", "/feed", &[], order).await);
-    assert_eq!(plugin.stats.compilations.load(Relaxed), 1);
+    assert_eq!(plugin.stats.calls.load(Relaxed), 1);
+    assert_eq!(plugin.stats.compilations.load(Relaxed), 0);
     let calls: Vec<_> = (0..16)
         .map(|_| tokio::spawn(async move { send(addr, "POST", "/feed", &[], order).await }))
         .collect();
@@ -529,23 +538,25 @@ async fn a_250_kb_helper_template_is_compiled_once_before_its_first_call_however
     assert!(instances >= 1);
     assert_eq!(
         plugin.stats.compilations.load(Relaxed),
-        1,
-        "once, however many calls and instances ({instances})"
+        0,
+        "none, however many calls and instances ({instances})"
     );
+    assert_eq!(plugin.stats.host_compiled.load(Relaxed), 1);
     // The count is the one /__admin/metrics shows.
     let m = get(addr, "/__admin/metrics").await.body;
     assert!(
-        m.contains("decoy_plugin_compilations_total{plugin=\"response-template\"} 1"),
+        m.contains("decoy_plugin_compilations_total{plugin=\"response-template\"} 0"),
         "{m}"
     );
     server.shutdown().await;
 }
 
 /// With `isolation: per-request` every call is a fresh instance, and every fresh
-/// instance is prepared for the stub's answer before its call: the first compiles
-/// the template (one with helpers and blocks, so the plugin renders it, not decoy)
-/// and stores it in the plugin's `cache`; the others, one after another and at
-/// once, read it from there. Every answer is right, and the plugin compiled it once.
+/// instance is prepared for the stub's answer before its call: each one, the first
+/// included, one after another and at once, reads the templates (with helpers and
+/// blocks, so the plugin renders them, not decoy) from the plugin's `cache`, where
+/// decoy put them compiled when the stub loaded. Every answer is right, and the
+/// plugin compiled nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_is_compiled_once_however_many_fresh_instances_serve_it() {
     let dir = crate::common::root_with_stubs(json!([
@@ -600,9 +611,78 @@ async fn a_template_is_compiled_once_however_many_fresh_instances_serve_it() {
     assert_eq!(plugin.stats.instances_created.load(Relaxed), 20);
     assert_eq!(
         plugin.stats.compilations.load(Relaxed),
-        2,
-        "the body and the header, once each for twenty instances"
+        0,
+        "the body and the header, compiled by decoy for twenty instances"
     );
+    assert_eq!(plugin.stats.host_compiled.load(Relaxed), 2);
+    server.shutdown().await;
+}
+
+/// decoy puts a stub's compiled templates in the plugin's `cache` whenever the stub
+/// loads: a stub reloaded with a changed template is not compiled by the plugin
+/// either. A reload of the plugin itself (here, of its settings) starts its cache
+/// empty, and the stubs are not loaded again then: its instances compile the
+/// template, once for all of them, as they did before decoy put templates there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_template_is_put_compiled_at_reload_and_the_plugin_compiles_it_once_after_its_own_reload()
+ {
+    let stub = |greeting: &str| {
+        json!([{"request": {"urlPath": "/hi"},
+                "response": {"body": format!("{{{{#each request.query.n}}}}{greeting} {{{{upper this}}}};{{{{/each}}}}"),
+                             "transformers": ["response-template"]}}])
+    };
+    let dir = crate::common::root_with_stubs(stub("hello"));
+    // The plugins folder is there from the start, so that the watcher watches it.
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    let server = crate::common::serve(dir.path()).await;
+    let addr = server.http_addr;
+    let plugin = template_plugin(&server);
+    assert_eq!(get(addr, "/hi?n=a&n=b").await.body, "hello A;hello B;");
+    assert_eq!(plugin.stats.host_compiled.load(Relaxed), 1);
+    assert_eq!(plugin.stats.compilations.load(Relaxed), 0);
+
+    std::fs::write(
+        dir.path().join("mappings/stubs.json"),
+        json!({"mappings": stub("bye")}).to_string(),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let body = get(addr, "/hi?n=a").await.body;
+        if body == "bye A;" || std::time::Instant::now() > deadline {
+            assert_eq!(body, "bye A;");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(plugin.stats.host_compiled.load(Relaxed), 2);
+    assert_eq!(
+        plugin.stats.compilations.load(Relaxed),
+        0,
+        "read from the cache"
+    );
+
+    // New settings reload the plugin: every call is a fresh instance from then on,
+    // and they share the new, empty cache.
+    std::fs::write(
+        dir.path().join("plugins/response-template.json"),
+        r#"{"isolation": "per-request"}"#,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while plugin.stats.compilations.load(Relaxed) == 0 && std::time::Instant::now() < deadline {
+        assert_eq!(get(addr, "/hi?n=c").await.body, "bye C;");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for _ in 0..5 {
+        assert_eq!(get(addr, "/hi?n=d").await.body, "bye D;");
+    }
+    assert_eq!(
+        plugin.stats.compilations.load(Relaxed),
+        1,
+        "once for every fresh instance after the plugin's reload"
+    );
+    assert_eq!(plugin.stats.host_compiled.load(Relaxed), 2);
     server.shutdown().await;
 }
 

@@ -15,9 +15,12 @@
 //!
 //! Templates are compiled once per text for the whole plugin: an instance keeps the
 //! templates of each mapping it serves (see [`Cache`], which counts compilations),
-//! and finds one another instance compiled in decoy's `cache`, shared by every
-//! instance of the plugin, as bytes it reads back instead of compiling (see
-//! [`compile_shared`]). decoy calls the plugin's `prepare` on an
+//! and finds one compiled elsewhere in decoy's `cache`, shared by every instance of
+//! the plugin, as bytes it reads back instead of compiling (see [`compile_shared`]):
+//! decoy's host puts there each template it compiled when the template's stub
+//! loaded, so that a stub's first request compiles nothing either, and an instance
+//! that compiles a template (one the cache lost in a reload of this plugin, or one
+//! the host never saw) puts it there for the others. decoy calls the plugin's `prepare` on an
 //! instance before its first call for a mapping's answer, outside the call's
 //! deadline: the templates are compiled there, and a call only renders. A large
 //! template is compiled in pieces, in time that grows with its length (see
@@ -43,6 +46,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use decoy_plugin::{Context, Error, Request, Response, Transformer, wit::types};
+use decoy_template::cached;
 use direct::Direct;
 use handlebars::{Handlebars, Template};
 use serde_json::{Map, Value, json};
@@ -239,51 +243,43 @@ impl Compiled {
     }
 }
 
-/// What the key of a compiled template in decoy's `cache` starts with: the form of
-/// the bytes stored (postcard, of handlebars 6.4.4's `Template` as [`compile`]
-/// leaves it). The cache is emptied when the plugin is reloaded, so another build
-/// never reads these bytes; the tag still changes whenever that form does, so that
-/// it never could.
-const CACHED_FORM: &str = "template/postcard/handlebars-6.4.4/v1";
-
-/// The cache key of `text`'s compiled form: [`CACHED_FORM`] and 128 bits of the
-/// text's SHA-256.
-fn cache_key(text: &str) -> String {
-    use sha2::{Digest, Sha256};
-    use std::fmt::Write;
-    let digest = Sha256::digest(text.as_bytes());
-    let mut key = String::with_capacity(CACHED_FORM.len() + 33);
-    key.push_str(CACHED_FORM);
-    key.push(':');
-    for b in &digest[..16] {
-        let _ = write!(key, "{b:02x}");
-    }
-    key
-}
-
-/// `text` compiled as [`compile`] does, read from decoy's `cache` when an instance
-/// of this plugin compiled it before (each instance's own [`Cache`] only serves
-/// that instance). Compiling (counted in `compiled`) stores the result there for
-/// the others. Bytes that do not read back as a template (which only a bug could
-/// cause) are compiled over, never used.
+/// `text` compiled as [`compile`] does, from what decoy's `cache` holds when it is
+/// there: put by decoy's host, which compiles every template of a stub when the
+/// stub loads, or by another instance of this plugin (each instance's own [`Cache`]
+/// only serves that instance). The cache holds a template as
+/// [`decoy_template::compile`] leaves it, the form both sides make alike (the key
+/// and the bytes are `decoy_template::cached`'s, which the host uses too); what
+/// [`compile`] does after that depends on this plugin's helpers, and is done here
+/// on what was read, in time linear in the template's elements. Compiling (counted
+/// in `compiled`: a template read from the cache is not) stores the result there
+/// for the others. Bytes that do not read back as a template (which only a bug
+/// could cause) are compiled over, never used.
 pub fn compile_shared(text: &str, compiled: &mut u64) -> Result<Template, Error> {
-    let key = cache_key(text);
-    if let Some(bytes) = decoy_plugin::cache::get(&key) {
-        match postcard::from_bytes::<Template>(&bytes) {
-            Ok(template) => return Ok(template),
-            Err(e) => warn(&format!(
-                "a cached compiled template does not read back ({e}); compiling it"
-            )),
+    let key = cached::cache_key(text);
+    let read = decoy_plugin::cache::get(&key).and_then(|bytes| {
+        cached::from_bytes(&bytes)
+            .map_err(|e| {
+                warn(&format!(
+                    "a cached compiled template does not read back ({e}); compiling it"
+                ))
+            })
+            .ok()
+    });
+    let mut template = match read {
+        Some(template) => template,
+        None => {
+            *compiled += 1;
+            let template = decoy_template::compile(text).map_err(|e| Error(e.message))?;
+            match cached::to_bytes(&template) {
+                Ok(bytes) => decoy_plugin::cache::put(&key, &bytes),
+                Err(e) => warn(&format!(
+                    "a compiled template cannot be cached ({e}); other instances compile it too"
+                )),
+            }
+            template
         }
-    }
-    *compiled += 1;
-    let template = compile(text)?;
-    match postcard::to_allocvec(&template) {
-        Ok(bytes) => decoy_plugin::cache::put(&key, &bytes),
-        Err(e) => warn(&format!(
-            "a compiled template cannot be cached ({e}); other instances compile it too"
-        )),
-    }
+    };
+    values_through_helper(&mut template);
     Ok(template)
 }
 

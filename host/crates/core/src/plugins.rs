@@ -347,8 +347,9 @@ impl Transformers {
     /// an error of the field it is in (`response` is the stub's `response` object,
     /// for the field names). When the bundled plugin is the only transformer and
     /// every template is plain, they are kept to be rendered by the host (see
-    /// [`crate::templates`]). Each compilation is counted in the plugin's
-    /// `host_compiled`.
+    /// [`crate::templates`]); otherwise, when the plugin is the bundled one, they
+    /// are put in its cache, where its instances find them compiled. Each
+    /// compilation is counted in the plugin's `host_compiled`.
     pub fn prepare_templates(
         &mut self,
         response: Option<&Value>,
@@ -356,17 +357,20 @@ impl Transformers {
         body: &Bytes,
         plugins: Option<&Plugins>,
     ) -> Result<(), Vec<FieldError>> {
-        let Some(plugin) = self.template_plugin() else {
+        let Some(plugin) = self.template_plugin().cloned() else {
             return Ok(());
         };
         let prepared = crate::templates::prepare(response, headers, body)?;
-        plugin
-            .stats
-            .host_compiled
-            .fetch_add(prepared.compiled, std::sync::atomic::Ordering::Relaxed);
+        plugin.stats.host_compiled.fetch_add(
+            prepared.compiled.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let bundled = plugins.is_some_and(|p| p.is_bundled(crate::templates::PLUGIN));
         if self.plugins.len() == 1 && bundled {
             self.native = prepared.native.map(Arc::new);
+        }
+        if bundled && self.native.is_none() {
+            crate::templates::share(&plugin, prepared.compiled);
         }
         Ok(())
     }
@@ -399,14 +403,16 @@ impl Transformers {
     /// does for a stub: its `body` (from whichever of `body_keys` `response` gives)
     /// and `values`, each a field's path and its text (`response.properties.<name>`).
     /// One that does not compile is an error of its field, with the line and column.
-    /// The plugin renders them all on each request, so nothing is kept; each
-    /// compilation is counted in the plugin's `host_compiled`.
+    /// The plugin renders them all on each request: when it is the bundled one (in
+    /// `plugins`), they are put in its cache, where its instances find them
+    /// compiled. Each compilation is counted in the plugin's `host_compiled`.
     pub fn check_templates(
         &self,
         response: Option<&Value>,
         body_keys: &[&str],
         body: &[u8],
         values: &[(String, &str)],
+        plugins: Option<&Plugins>,
     ) -> Result<(), Vec<FieldError>> {
         let Some(plugin) = self.template_plugin() else {
             return Ok(());
@@ -415,7 +421,10 @@ impl Transformers {
         plugin
             .stats
             .host_compiled
-            .fetch_add(compiled, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(compiled.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        if plugins.is_some_and(|p| p.is_bundled(crate::templates::PLUGIN)) {
+            crate::templates::share(plugin, compiled);
+        }
         Ok(())
     }
 
@@ -838,26 +847,28 @@ mod tests {
 
     /// The stub's answer is keyed when it loads, so the calls hash nothing: an
     /// instance prepared for it is prepared again only when a reload changed it.
+    /// decoy compiles the template at each load and puts it in the plugin's cache,
+    /// so the plugin compiles none: preparing is counted in `prepares`.
     #[test]
     fn a_reloaded_stub_prepares_again_when_its_answer_changed_and_only_then() {
         let plugins = bundled_plugins();
         let plugin = plugins.get(crate::templates::PLUGIN).unwrap();
-        let compilations = || {
-            plugin
-                .stats
-                .compilations
-                .load(std::sync::atomic::Ordering::Relaxed)
-        };
+        let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         // A helper: the plugin's to render, not the host's.
         let first = load_stub(
             &plugins,
             "{{upper request.path}} one",
             &["response-template"],
         );
+        assert_eq!(count(&plugin.stats.host_compiled), 1);
         assert_eq!(answer(&first, "/t"), "/T one");
-        assert_eq!(compilations(), 1);
+        assert_eq!(count(&plugin.stats.prepares), 1);
         assert_eq!(answer(&first, "/t?again"), "/T one");
-        assert_eq!(compilations(), 1, "prepared once for the loaded stub");
+        assert_eq!(
+            count(&plugin.stats.prepares),
+            1,
+            "prepared once for the loaded stub"
+        );
 
         let same = load_stub(
             &plugins,
@@ -866,7 +877,7 @@ mod tests {
         );
         assert_eq!(answer(&same, "/t"), "/T one");
         assert_eq!(
-            compilations(),
+            count(&plugin.stats.prepares),
             1,
             "an unchanged answer is not prepared again"
         );
@@ -877,9 +888,19 @@ mod tests {
             &["response-template"],
         );
         assert_eq!(answer(&changed, "/t"), "/T two");
-        assert_eq!(compilations(), 2, "a changed answer is prepared again");
+        assert_eq!(
+            count(&plugin.stats.prepares),
+            2,
+            "a changed answer is prepared again"
+        );
         assert_eq!(answer(&changed, "/t"), "/T two");
-        assert_eq!(compilations(), 2);
+        assert_eq!(count(&plugin.stats.prepares), 2);
+        assert_eq!(count(&plugin.stats.host_compiled), 3, "at each load");
+        assert_eq!(
+            count(&plugin.stats.compilations),
+            0,
+            "each read from the cache, where decoy put it"
+        );
         let key =
             |m: &crate::mapping::Mapping| m.response.transformers.stub.as_ref().map(|s| s.key);
         assert!(key(&first).is_some(), "keyed when it loaded");

@@ -15,14 +15,23 @@
 //!   call, nothing compiled per request or per instance, no deadline to meet. What
 //!   they render is what the plugin renders, byte for byte (the field meanings are
 //!   `decoy_template::Field`'s, which the plugin uses too, and a test compares both
-//!   ways on real requests).
+//!   ways on real requests);
+//! - every other template (a helper, a block, `parameters`, or any template of a
+//!   stub with another transformer too) is the plugin's to render, in the sandbox,
+//!   but not to compile: when the plugin is the bundled one, what was compiled here
+//!   is put in its `cache` (`share`), as bytes under the key the plugin looks it
+//!   up by (`decoy_template::cached`, which both sides call), at each load of the
+//!   stub. An instance reads it when the plugin runtime prepares the instance for
+//!   the mapping, before its first call and outside the call's deadline, and keeps
+//!   it for that instance's calls: a stub's first request compiles nothing, however
+//!   large its template. The plugin compiles a template itself (once for all its
+//!   instances, and puts it there for the others) only when the cache lacks it:
+//!   after the plugin's code was reloaded, which empties its cache while the stubs
+//!   stay loaded, or when the bound dropped it.
 //!
-//! Every other template (a helper, a block, `parameters`) is the plugin's, in the
-//! sandbox: the plugin compiles it once (in pieces, in time linear in its size) and
-//! keeps the compiled form in its `cache`, shared by all its instances; an instance
-//! gets it (compiled or read back) when the plugin runtime prepares the instance for
-//! the mapping, before its first call and outside the call's deadline, and keeps it
-//! for that instance's calls.
+//! An MQ reply's templates, which the plugin always renders, are compiled and put
+//! the same way (`check`). Nothing is serialized for templates rendered here, and nothing on the request
+//! path.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -34,6 +43,7 @@ use decoy_plugin_host::{Plugin, PluginFailure};
 use decoy_spec::fields::{FieldError, Fields, join};
 use decoy_spec::plan::ResponsePlan;
 use decoy_spec::request::RequestSnapshot;
+use decoy_template::cached::{cache_key, to_bytes};
 use decoy_template::fields::{Message, RequestFields, first};
 use decoy_template::{Plain, Template, compile};
 use http::{HeaderName, HeaderValue};
@@ -56,9 +66,9 @@ pub struct NativeTemplates {
 
 /// What loading a stub's templates gave.
 #[derive(Debug)]
-pub(crate) struct Prepared {
-    /// How many templates were compiled.
-    pub(crate) compiled: u64,
+pub(crate) struct Prepared<'a> {
+    /// Every template compiled, with its text.
+    pub(crate) compiled: Vec<(Cow<'a, str>, Template)>,
     /// The templates, when the host can render them all.
     pub(crate) native: Option<NativeTemplates>,
 }
@@ -69,21 +79,21 @@ const HTTP_BODY_KEYS: [&str; 4] = ["body", "jsonBody", "base64Body", "bodyFileNa
 /// Compiles the templates of an answer: its body when it is UTF-8 text with `{{` in
 /// it, and each such header value (as the plugin sees them). `response` is the
 /// stub's `response` object, for the names of the fields in errors.
-pub(crate) fn prepare(
+pub(crate) fn prepare<'a>(
     response: Option<&Value>,
-    headers: &Arc<[(HeaderName, HeaderValue)]>,
-    body: &Bytes,
-) -> Result<Prepared, Vec<FieldError>> {
+    headers: &'a Arc<[(HeaderName, HeaderValue)]>,
+    body: &'a Bytes,
+) -> Result<Prepared<'a>, Vec<FieldError>> {
     let mut errors = Vec::new();
-    let mut compiled = 0;
+    let mut compiled = Vec::new();
     let mut all_plain = true;
     let mut body_template = None;
-    if let Some(result) = compile_body(response, &HTTP_BODY_KEYS, body) {
-        compiled += 1;
+    if let Some((text, result)) = compile_body(response, &HTTP_BODY_KEYS, body) {
         match result {
             Ok(t) => {
                 body_template = Plain::of(&t);
                 all_plain &= body_template.is_some();
+                compiled.push((Cow::Borrowed(text), t));
             }
             Err(e) => errors.push(e),
         }
@@ -95,12 +105,14 @@ pub(crate) fn prepare(
         let Some(result) = compile_field(field, &value) else {
             continue;
         };
-        compiled += 1;
         match result {
-            Ok(t) => match Plain::of(&t) {
-                Some(p) => header_templates.push((i, p)),
-                None => all_plain = false,
-            },
+            Ok(t) => {
+                match Plain::of(&t) {
+                    Some(p) => header_templates.push((i, p)),
+                    None => all_plain = false,
+                }
+                compiled.push((value, t));
+            }
             Err(e) => errors.push(e),
         }
     }
@@ -122,23 +134,23 @@ pub(crate) fn prepare(
 /// whose reply the plugin always builds), only to find those that do not compile:
 /// its `body` when it is UTF-8 text with `{{` in it (read from whichever of
 /// `body_keys` `response` gives) and each of `values` (a field's path and its text)
-/// with `{{` in it. Returns how many were compiled, or every error.
-pub(crate) fn check(
+/// with `{{` in it. Returns those compiled, with their texts, or every error.
+pub(crate) fn check<'a>(
     response: Option<&Value>,
     body_keys: &[&str],
-    body: &[u8],
-    values: &[(String, &str)],
-) -> Result<u64, Vec<FieldError>> {
+    body: &'a [u8],
+    values: &[(String, &'a str)],
+) -> Result<Vec<(Cow<'a, str>, Template)>, Vec<FieldError>> {
     let mut errors = Vec::new();
-    let mut compiled = 0;
+    let mut compiled = Vec::new();
     let body = compile_body(response, body_keys, body);
-    let values = values
-        .iter()
-        .filter_map(|(field, text)| compile_field(|| field.clone(), text));
-    for result in body.into_iter().chain(values) {
-        compiled += 1;
-        if let Err(e) = result {
-            errors.push(e);
+    let values = values.iter().filter_map(|(field, text)| {
+        compile_field(|| field.clone(), text).map(|result| (*text, result))
+    });
+    for (text, result) in body.into_iter().chain(values) {
+        match result {
+            Ok(t) => compiled.push((Cow::Borrowed(text), t)),
+            Err(e) => errors.push(e),
         }
     }
     if errors.is_empty() {
@@ -148,25 +160,47 @@ pub(crate) fn check(
     }
 }
 
-/// Compiles `body` when it is a template (UTF-8 text with `{{` in it); an error is
-/// one of the field of `response` it came from (the first of `keys` given), and
-/// names the body file it was read from.
-fn compile_body(
+/// Compiles `body` when it is a template (UTF-8 text with `{{` in it), given with
+/// its text; an error is one of the field of `response` it came from (the first of
+/// `keys` given), and names the body file it was read from.
+fn compile_body<'a>(
     response: Option<&Value>,
     keys: &[&str],
-    body: &[u8],
-) -> Option<Result<Template, FieldError>> {
+    body: &'a [u8],
+) -> Option<(&'a str, Result<Template, FieldError>)> {
     let text = std::str::from_utf8(body)
         .ok()
         .filter(|b| b.contains("{{"))?;
-    Some(compile(text).map_err(|e| {
+    let result = compile(text).map_err(|e| {
         let (field, file) = body_field(response, keys);
         let message = match file {
             Some(f) => format!("in __files/{f}: {}", e.message),
             None => e.message,
         };
         FieldError::new(field, message)
-    }))
+    });
+    Some((text, result))
+}
+
+/// Puts each of `templates` (compiled from their texts as the plugin compiles them)
+/// in the cache of `plugin`, the bundled `response-template`, under the key the
+/// plugin looks it up by, as bytes it reads back (`decoy_template::cached`): no
+/// instance of it compiles them then, not even for a stub's first request. A key
+/// already there (the same text in another stub, or a reload that left it
+/// unchanged) is not written again, nor its template serialized. Nothing is put
+/// while the plugin's first load is still compiling: its instances compile them
+/// then, once for the plugin, as they do after a reload of the plugin (which
+/// empties its cache).
+pub(crate) fn share(plugin: &Plugin, templates: Vec<(Cow<'_, str>, Template)>) {
+    for (text, template) in templates {
+        plugin.cache_put(cache_key(&text), || match to_bytes(&template) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                tracing::warn!(plugin = %plugin.name, "a compiled template cannot be cached ({e}); the plugin compiles it");
+                None
+            }
+        });
+    }
 }
 
 /// Compiles `text` when it is a template (it has `{{` in it); an error is one of

@@ -1438,9 +1438,9 @@ fn parse_response(
         };
         values.push((path.to_owned(), &d.name));
     }
-    if let Err(e) = out
-        .transformers
-        .check_templates(Some(v), &BODY_KEYS, &out.body, &values)
+    if let Err(e) =
+        out.transformers
+            .check_templates(Some(v), &BODY_KEYS, &out.body, &values, plugins)
     {
         warnings.extend(e);
     }

@@ -5,7 +5,9 @@
 //! plugin: the bundled `response-template` stores each template it compiles here,
 //! and an instance that needs a template another one compiled reads it instead
 //! (with `isolation: per-request` every call is a fresh instance, which would
-//! otherwise compile every template it renders).
+//! otherwise compile every template it renders). The host may put values too
+//! ([`Plugin::cache_put`](super::Plugin::cache_put)): decoy-core puts each template
+//! it compiled when a stub loaded, so that no instance compiles it at all.
 //!
 //! A [`ValueCache`] belongs to one version of a plugin's code ([`Code`](super::Code)):
 //! another plugin never sees it, and a reload (new `.wasm` or settings) starts an
@@ -48,6 +50,10 @@ impl ValueCache {
     pub(crate) fn get(&self, key: &str) -> Option<Vec<u8>> {
         let value = super::lock(&self.inner).values.get(key).cloned();
         value.map(|v| v.to_vec())
+    }
+
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        super::lock(&self.inner).values.contains_key(key)
     }
 
     /// Stores `value` under `key` unless the key is there already (a key names one

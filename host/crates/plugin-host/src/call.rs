@@ -213,6 +213,7 @@ impl Warm {
             Ok(total) => total,
             Err(e) => return Ok(Err(e)),
         };
+        stats.prepares.fetch_add(1, Ordering::Relaxed);
         stats
             .compilations
             .fetch_add(total.saturating_sub(self.compilations), Ordering::Relaxed);

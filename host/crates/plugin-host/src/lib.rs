@@ -264,6 +264,9 @@ pub struct PluginStats {
     /// ...and answers rendered by the host from them, with no call (not counted in
     /// `calls`).
     pub host_rendered: AtomicU64,
+    /// Calls of its `prepare` (an instance made ready for a mapping's answer, see
+    /// `call.rs`) that succeeded: once per instance and answer, not per call.
+    pub prepares: AtomicU64,
     /// Compilations made inside its instances (templates, for `response-template`),
     /// as each instance reports them in `prepare` (see `call.rs`): the sum over its
     /// instances, each counting since it started. Plugins without `prepare` report
@@ -742,5 +745,29 @@ impl Plugin {
     /// Where its code was read from (a file, the cache, bundled), once loaded.
     pub fn origin(&self) -> Option<String> {
         self.code.load().as_ref().map(|c| c.origin.clone())
+    }
+
+    /// Puts a value in the `cache` its instances share, as an instance's `put`
+    /// does, from outside: the host does there work that every instance would
+    /// otherwise do once (decoy-core puts the templates it compiled when a stub
+    /// loaded, for the bundled `response-template`). The value goes to the live
+    /// version of its code, and is lost with it when the plugin is reloaded.
+    /// `value` is made only when it would be stored: the plugin is loaded (not still
+    /// compiling its first load) and `key` is not there yet. Returns whether it was
+    /// made.
+    pub fn cache_put(&self, key: String, value: impl FnOnce() -> Option<Vec<u8>>) -> bool {
+        let Some(code) = self.code.load_full() else {
+            return false;
+        };
+        if code.cache.contains(&key) {
+            return false;
+        }
+        match value() {
+            Some(v) => {
+                code.cache.put(key, v);
+                true
+            }
+            None => false,
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! `response-template` plugin.
 //!
 //! A template is rendered by the plugin, in the sandbox, with Handlebars and
-//! WireMock's helpers. Two things about it are the host's business too, and both
+//! WireMock's helpers. Three things about it are the host's business too, and all
 //! need the template read exactly as the plugin reads it:
 //! - a template that does not compile is a problem of its stub when the stub loads
 //!   (file, stub, field and position), not a 500 on every request: the host compiles
@@ -12,19 +12,25 @@
 //!   in service virtualization) is a [`Plain`] template, compiled once when its stub
 //!   loads and rendered by the host on the request path with no wasm call: there
 //!   is nothing in it for a sandbox to contain, and a call would cost more than the
-//!   rendering (lowering every request field into the guest, its allocations).
+//!   rendering (lowering every request field into the guest, its allocations);
+//! - any other template is compiled by the host too, when its stub loads, and put
+//!   in the plugin's `cache` as bytes under the key the plugin looks it up by, so
+//!   that no instance of the plugin compiles it, not even for the first request.
 //!
 //! So this crate holds what both sides must agree on: the rewrites of WireMock's
 //! paths into the model's names ([`rewrite_paths`]), compiling in time linear in a
-//! template's size ([`pieces`]), and the request fields a template can name with
-//! what each one means ([`Field`], read through the [`RequestFields`] trait that
-//! the plugin implements on its WIT record and the host on its request snapshot).
+//! template's size ([`pieces`]), the request fields a template can name with what
+//! each one means ([`Field`], read through the [`RequestFields`] trait that the
+//! plugin implements on its WIT record and the host on its request snapshot), and
+//! a compiled template's form as bytes with the key it is kept under in the
+//! plugin's `cache` ([`cached`]).
 //! The plugin's own direct renderer and its Handlebars model are built on the same
 //! [`Field`]s, and its tests render every form both ways and compare.
 //!
 //! It builds for the host and for `wasm32-wasip2` alike.
 //! May depend on: nothing of decoy's.
 
+pub mod cached;
 pub mod fields;
 pub mod pieces;
 pub mod plain;
