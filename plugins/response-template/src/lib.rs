@@ -20,11 +20,11 @@
 //! decoy's host puts there each template it compiled when the template's stub
 //! loaded, so that a stub's first request compiles nothing either, and an instance
 //! that compiles a template (one the cache lost in a reload of this plugin, or one
-//! the host never saw) puts it there for the others. decoy calls the plugin's `prepare` on an
-//! instance before its first call for a mapping's answer, outside the call's
-//! deadline: the templates are compiled there, and a call only renders. A large
-//! template is compiled in pieces, in time that grows with its length (see
-//! [`pieces`]). A body or header without `{{` is passed through untouched. A
+//! the host never saw) puts it there for the others. decoy calls the plugin's
+//! `prepare` on an instance before its first call for a mapping's answer, outside
+//! the call's deadline: the templates are compiled (or read back) there, and a
+//! call only renders. A large template is compiled in pieces, in time that grows
+//! with its length (see [`pieces`]). A body or header without `{{` is passed through untouched. A
 //! template that only echoes request fields is rendered without Handlebars (see
 //! [`direct`]), to the same output.
 //!

@@ -30,8 +30,8 @@
 //!   stay loaded, or when the bound dropped it.
 //!
 //! An MQ reply's templates, which the plugin always renders, are compiled and put
-//! the same way (`check`). Nothing is serialized for templates rendered here, and nothing on the request
-//! path.
+//! the same way (`check`). Nothing is serialized for templates rendered here, and
+//! nothing on the request path.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
