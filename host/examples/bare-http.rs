@@ -1,5 +1,6 @@
-//! The floor of decoy's HTTP stack: hyper 1 on one current-thread tokio runtime,
-//! answering every request with a fixed 200 "hello", nothing else (no matching, no
+//! The floor of decoy's HTTP stack: hyper 1 on one current-thread tokio runtime
+//! (`--one-worker`: tokio's multi-thread runtime with one worker, as each of decoy's
+//! serving threads runs), answering every request with a fixed 200 "hello", nothing else (no matching, no
 //! journal, no metrics). Used by `bench/tail.py` beside nginx, to tell what decoy
 //! adds from what its HTTP library costs; not part of decoy.
 //!
@@ -20,20 +21,31 @@ use hyper_util::rt::TokioIo;
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut port = 8080u16;
+    let mut one_worker = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--port" => port = args.next().and_then(|p| p.parse().ok()).expect("--port N"),
+            "--one-worker" => one_worker = true,
             _ => {
-                eprintln!("usage: bare-http [--port N]");
+                eprintln!("usage: bare-http [--port N] [--one-worker]");
                 std::process::exit(2);
             }
         }
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async move {
+    let rt = if one_worker {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    }
+    .expect("runtime");
+    // The accept loop is a task of the runtime, as decoy's are: with `--one-worker`,
+    // `block_on` would otherwise run it on this thread rather than on the worker.
+    let serving = async move {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("bind");
@@ -57,5 +69,6 @@ fn main() {
                     .await;
             });
         }
-    });
+    };
+    rt.block_on(async move { tokio::spawn(serving).await.expect("serving") });
 }

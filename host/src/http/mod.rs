@@ -508,7 +508,8 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     snap.client_addr = Some(conn.peer);
     snap.authority = parts.uri.authority().map(|a| a.as_str().to_owned());
     snap.header_case = header_case;
-    let snap = snap.with_headers(parts.headers).with_body(body);
+    snap.headers = parts.headers;
+    snap.body = body;
 
     // Answer: match, plan, transformers. Forward what a stub proxies.
     let serve = &services.serve;

@@ -97,15 +97,20 @@ impl RequestSnapshot {
     /// its next request. Here header values share one exact-size buffer (a lone value
     /// is copied by itself) and a body up to 64 KiB is copied (a larger one has an allocation of its own anyway).
     pub fn into_compact(self) -> RequestSnapshot {
-        let mut headers = HeaderMap::with_capacity(self.headers.len());
-        if self.headers.len() == 1 {
+        // The map's shape is cloned (an exact-size list of entries, the names shared,
+        // nothing hashed again) and its values then swapped for copies; `values` and
+        // `values_mut` visit them in the same order.
+        let mut headers = self.headers.clone();
+        if headers.len() == 1 {
             // One value copied alone is one allocation; a shared buffer would be two
             // (the buffer and its reference count, once sliced).
-            for (name, v) in &self.headers {
-                let value =
+            for v in headers.values_mut() {
+                if let Ok(mut copy) =
                     http::HeaderValue::from_maybe_shared(Bytes::copy_from_slice(v.as_bytes()))
-                        .unwrap_or_else(|_| v.clone());
-                headers.append(name.clone(), value);
+                {
+                    copy.set_sensitive(v.is_sensitive());
+                    *v = copy;
+                }
             }
         } else {
             let total: usize = self.headers.values().map(|v| v.len()).sum();
@@ -115,11 +120,12 @@ impl RequestSnapshot {
             }
             let buf = buf.freeze();
             let mut at = 0;
-            for (name, v) in &self.headers {
+            for v in headers.values_mut() {
                 let end = at + v.len();
-                let value = http::HeaderValue::from_maybe_shared(buf.slice(at..end))
-                    .unwrap_or_else(|_| v.clone());
-                headers.append(name.clone(), value);
+                if let Ok(mut copy) = http::HeaderValue::from_maybe_shared(buf.slice(at..end)) {
+                    copy.set_sensitive(v.is_sensitive());
+                    *v = copy;
+                }
                 at = end;
             }
         }
@@ -128,14 +134,20 @@ impl RequestSnapshot {
         } else {
             self.body
         };
-        let mut out = RequestSnapshot::new(self.method, self.url)
-            .with_headers(headers)
-            .with_body(body);
-        out.scheme = self.scheme;
-        out.authority = self.authority;
-        out.header_case = self.header_case;
-        out.client_addr = self.client_addr;
-        out
+        // The views computed on first use are left behind: the journal's readers
+        // compute them again if they need them.
+        RequestSnapshot {
+            method: self.method,
+            url: self.url,
+            path_len: self.path_len,
+            scheme: self.scheme,
+            authority: self.authority,
+            header_case: self.header_case,
+            headers,
+            body,
+            client_addr: self.client_addr,
+            derived: OnceLock::new(),
+        }
     }
 
     /// Host and port the client addressed; the port defaults from the scheme. An
@@ -342,6 +354,46 @@ mod tests {
         );
         assert_eq!(&c.body[..], b"body");
         assert_eq!(c.query(), [("q".to_owned(), "1".to_owned())]);
+    }
+
+    /// Values sliced from one read buffer, as hyper hands them over: the copy's values
+    /// are the same, in the same order, and none of them points into that buffer.
+    #[test]
+    fn a_compact_copy_keeps_no_part_of_the_read_buffer() {
+        let read = Bytes::from_static(b"oneA/Btwosecret");
+        let within = |v: &http::HeaderValue| {
+            let p = v.as_bytes().as_ptr() as usize;
+            let r = read.as_ptr() as usize;
+            p >= r && p < r + read.len()
+        };
+        let value = |r: std::ops::Range<usize>| {
+            http::HeaderValue::from_maybe_shared(read.slice(r)).unwrap()
+        };
+        let mut headers = HeaderMap::new();
+        headers.append("x-multi", value(0..3));
+        headers.append("Accept", value(3..6));
+        headers.append("x-multi", value(6..9));
+        let mut secret = value(9..15);
+        secret.set_sensitive(true);
+        headers.append("authorization", secret);
+        let c = RequestSnapshot::new("GET", "/")
+            .with_headers(headers)
+            .into_compact();
+        assert_eq!(c.header_values("x-multi"), ["one", "two"]);
+        assert_eq!(c.header("accept").as_deref(), Some("A/B"));
+        assert_eq!(c.header("authorization").as_deref(), Some("secret"));
+        assert!(c.headers["authorization"].is_sensitive());
+        assert_eq!(c.headers.len(), 4);
+        assert!(!c.headers.values().any(within));
+
+        // A lone value is copied by itself.
+        let mut one = HeaderMap::new();
+        one.append("host", value(3..6));
+        let c = RequestSnapshot::new("GET", "/")
+            .with_headers(one)
+            .into_compact();
+        assert_eq!(c.header("host").as_deref(), Some("A/B"));
+        assert!(!c.headers.values().any(within));
     }
 
     #[test]
