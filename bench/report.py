@@ -325,9 +325,12 @@ def render_tail(data):
     delay = _delay(data)
     rows = []
     for s, label in (("decoy", "decoy"), ("wiremock", "WireMock 3.13.2")):
-        rows.append([label, fmt(get(r, f"delay-100ms/{s}", "rps")), ms(get(r, f"delay-100ms/{s}", "p99_ms"), 1),
-                     fmt(get(r, f"delay-100ms/{s}", "rss_mib"), 1),
-                     fmt((delay.get(s) or {}).get("f_rate")), _fixed_p99(delay.get(s) or {})])
+        # Closed-loop figures from bench.py's run, else from tail.py's own wrk pass.
+        t = delay.get(s) or {}
+        rps = get(r, f"delay-100ms/{s}", "rps") or t.get("rps")
+        p99 = get(r, f"delay-100ms/{s}", "p99_ms") or t.get("p99")
+        rows.append([label, fmt(rps), ms(p99, 1), fmt(get(r, f"delay-100ms/{s}", "rss_mib"), 1),
+                     fmt(t.get("f_rate")), _fixed_p99(t)])
     parts.append("Every answer delayed 100 ms (`fixedDelayMilliseconds`), 1,000 connections; the most any "
                  "server can answer is 1,000 / 0.1 s = 10,000 req/s:\n\n"
                  + table(["server", "req/s, closed loop", "p99, closed loop", "peak RSS MiB", "fixed rate, req/s",
