@@ -2,7 +2,7 @@
 //! JetStream; `DECOY_NATS_URL` points elsewhere), driven by the `async-nats` client.
 //! Each test uses subjects under a prefix of its own, and deletes the streams it
 //! creates. Restarts (of decoy and of the server) run against a private `nats-server`
-//! on a free port: see `nats_restart.rs`.
+//! on a free port (`nats_restart.rs`), as does the server without JetStream here.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -562,5 +562,197 @@ async fn a_jetstream_request_with_an_impossible_reply_subject_is_acknowledged_no
         problems.contains("could not be sent") && problems.contains("holds whitespace"),
         "{problems}"
     );
+    server.shutdown().await;
+}
+
+/// The texts a stream holds, oldest first.
+async fn stream_texts(js: &jetstream::Context, name: &str) -> Vec<String> {
+    let stream = js.get_stream(name).await.unwrap();
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig::default())
+        .await
+        .unwrap();
+    let mut messages = consumer.messages().await.unwrap();
+    let mut texts = Vec::new();
+    while let Ok(Some(Ok(m))) =
+        tokio::time::timeout(Duration::from_millis(500), messages.next()).await
+    {
+        texts.push(String::from_utf8_lossy(&m.payload).into_owned());
+    }
+    texts
+}
+
+/// A JetStream request's reply goes to a subject a stream holds, and that stream
+/// refuses it (full, discarding new messages). The request is not acknowledged, so
+/// nothing is lost: it comes again, and once the stream has room its reply is stored.
+/// (A reply that only reached the server, a flush, would have had its request
+/// acknowledged and been lost.)
+#[tokio::test]
+async fn a_reply_its_stream_refuses_is_not_lost_the_request_comes_again() {
+    let p = prefix();
+    let nc = client(&url()).await;
+    let js = jetstream::new(nc.clone());
+    let name = stream_name();
+    let _guard = stream(&js, &name, vec![format!("{p}.js.>")]).await;
+    let replies_subject = format!("{p}.kept-replies");
+    let replies_name = stream_name();
+    js.create_stream(jetstream::stream::Config {
+        name: replies_name.clone(),
+        subjects: vec![replies_subject.clone()],
+        max_messages: 1,
+        discard: jetstream::stream::DiscardPolicy::New,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let _replies_guard = StreamGuard {
+        js: js.clone(),
+        name: replies_name.clone(),
+    };
+    let dir = root(&url(), &p, Some(&name));
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+
+    for i in 1..=2 {
+        js.publish_with_headers(
+            format!("{p}.js.orders"),
+            headers(&[("reply-to", &replies_subject)]),
+            format!(r#"{{"id": {i}}}"#).into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .expect("stored");
+    }
+    // One reply stored; the other refused, its request handed back (redelivered).
+    // `None` until decoy has made its consumer.
+    let consumer_info = || async {
+        let stream = js.get_stream(&name).await.unwrap();
+        let mut consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer("decoy-it").await.ok()?;
+        Some(consumer.info().await.unwrap().clone())
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = consumer_info().await;
+        // One request acknowledged, the other going round.
+        if let Some(i) = &info
+            && i.num_redelivered > 0
+            && i.num_ack_pending as u64 + i.num_pending == 1
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the refused reply's request was never delivered again, or both were: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = stream_texts(&js, &replies_name).await;
+    assert_eq!(first.len(), 1, "{first:?}");
+
+    // Room again: the request that comes next is answered, and acknowledged.
+    js.get_stream(&replies_name)
+        .await
+        .unwrap()
+        .purge()
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let second = loop {
+        let texts = stream_texts(&js, &replies_name).await;
+        if !texts.is_empty() {
+            break texts;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the refused reply was never stored once the stream had room"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut all = [first, second].concat();
+    all.sort();
+    assert_eq!(all, ["stored 1", "stored 2"]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = consumer_info().await.unwrap();
+        if info.num_ack_pending == 0 && info.num_pending == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still pending: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.shutdown().await;
+}
+
+/// A message decoy emits is persistent, so it waits for a stream's ack; a server
+/// without JetStream has no stream to give one, and the message is published all the
+/// same (its subscribers get it, and it counts as published, not failed).
+#[tokio::test]
+async fn an_emitted_message_reaches_a_server_without_jetstream() {
+    let conf_dir = tempfile::tempdir().unwrap();
+    let mut core_only = crate::common::brokers::NatsServer::configured(
+        conf_dir.path(),
+        "core",
+        "listen: 127.0.0.1:PORT\n",
+    );
+    assert!(
+        core_only.start().await,
+        "nats-server runs (tests/run.sh installs Debian's nats-server)"
+    );
+    let subject = format!("{}.events", prefix());
+    let stub = json!({
+        "request": {"method": "POST", "url": "/orders"},
+        "response": {"status": 201},
+        "serveEventListeners": [
+            {"name": "message", "parameters": {"connection": "core", "subject": subject,
+                "body": "created"}}
+        ]
+    });
+    let dir = crate::common::root(&[
+        (
+            "mq-connections.json",
+            &json!([{"connectionId": "core", "connectionData": {"type": "nats", "uri": core_only.url()}}])
+                .to_string(),
+        ),
+        ("mappings/orders.json", &stub.to_string()),
+    ]);
+    let server = crate::common::serve(dir.path()).await;
+    assert_eq!(server.report.rejected, 0, "{:?}", server.report.problems);
+    let nc = client(&core_only.url()).await;
+    assert!(!nc.server_info().jetstream);
+    let mut events = nc.subscribe(subject.clone()).await.unwrap();
+    nc.flush().await.unwrap();
+
+    let answer = crate::common::send(server.http_addr, "POST", "/orders", &[], "").await;
+    assert_eq!(answer.status, 201);
+    let m = tokio::time::timeout(Duration::from_secs(20), events.next())
+        .await
+        .expect("the event")
+        .unwrap();
+    assert_eq!(&m.payload[..], b"created");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = crate::common::get(server.http_addr, "/__admin/metrics")
+            .await
+            .body;
+        let published = metric(
+            &text,
+            "decoy_published_messages_total{outcome=\"published\"} ",
+        );
+        let failed = metric(&text, "decoy_published_messages_total{outcome=\"failed\"} ");
+        if published + failed > 0 {
+            assert_eq!((published, failed), (1, 0), "{text}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the message was never counted: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     server.shutdown().await;
 }

@@ -14,9 +14,12 @@
 //!   does nothing.
 //! - **JetStream** (`request.jetstream`): requests are pulled from a stream through a
 //!   durable consumer (created when missing, with explicit acks, filtered on the
-//!   mapping's subject), and each is acknowledged only after its reply was published
-//!   and the server confirmed it had it (a flush), so a request decoy did not answer
-//!   (decoy stopped, the server restarted) is delivered again. A stored message has no
+//!   mapping's subject), and each is acknowledged only after its reply was kept: for
+//!   a reply subject a stream holds (JetStream says which, asked at most every few
+//!   seconds per subject), a JetStream publish that stream acknowledged; for any
+//!   other subject, a publish the server confirmed it had (a flush), handed to its
+//!   subscribers. So a request decoy did not answer (decoy stopped, the server
+//!   restarted, the reply's stream refused it) is delivered again. A stored message has no
 //!   reply inbox (a JetStream publish's inbox gets the stream's ack), so its reply goes
 //!   to the subject its `reply-to` header names, or to the mapping's
 //!   `response.destination`.
@@ -69,6 +72,9 @@ pub struct NatsBroker {
     jetstream: HashMap<String, JetStreamSource>,
     read: Vec<AsyncMutex<Option<Client>>>,
     write: Vec<AsyncMutex<Option<Client>>>,
+    /// Whether a stream holds a subject, as JetStream said lately; shared by the
+    /// connection's senders.
+    streams: Arc<SubjectStreams>,
 }
 
 impl std::fmt::Debug for NatsBroker {
@@ -108,6 +114,7 @@ impl NatsBroker {
             read: slots(config.read_connections),
             write: slots(config.write_connections),
             jetstream,
+            streams: Arc::default(),
             config,
         }
     }
@@ -346,7 +353,16 @@ impl Broker for NatsBroker {
     fn sender(&self, index: usize) -> BoxFuture<'_, Result<Box<dyn Sender>, BrokerError>> {
         Box::pin(async move {
             let client = self.client(&self.write, index).await?;
-            Ok(Box::new(NatsSender { client }) as Box<dyn Sender>)
+            // Its own JetStream context: a stored request's reply waits for the
+            // stream's ack through it.
+            let jetstream = jetstream::ContextBuilder::new()
+                .timeout(BROKER_TIMEOUT)
+                .build(client.clone());
+            Ok(Box::new(NatsSender {
+                client,
+                jetstream,
+                streams: self.streams.clone(),
+            }) as Box<dyn Sender>)
         })
     }
 
@@ -372,8 +388,8 @@ impl Broker for NatsBroker {
         )
     }
 
-    /// A core NATS publish does not wait for the server; a JetStream reply waits for
-    /// a flush, which covers every publish before it.
+    /// A core NATS publish does not wait for the server; a JetStream request's reply
+    /// waits for the stream's ack.
     fn in_flight(&self) -> usize {
         256
     }
@@ -519,8 +535,43 @@ impl Delivery for JetStreamDelivery {
     }
 }
 
+/// How long JetStream's answer to "which stream holds this subject" is believed.
+const STREAM_LOOKUP_TTL: Duration = Duration::from_secs(5);
+/// Subjects whose answer is remembered, at most (reply subjects can be per request).
+const STREAM_LOOKUP_MAX: usize = 1024;
+
+/// Whether a stream holds a subject, as JetStream said at most [`STREAM_LOOKUP_TTL`]
+/// ago, for at most [`STREAM_LOOKUP_MAX`] subjects (past that it starts afresh).
+#[derive(Debug, Default)]
+struct SubjectStreams(std::sync::Mutex<HashMap<String, (bool, std::time::Instant)>>);
+
+impl SubjectStreams {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (bool, std::time::Instant)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, subject: &str) -> Option<bool> {
+        let (held, at) = *self.lock().get(subject)?;
+        (at.elapsed() < STREAM_LOOKUP_TTL).then_some(held)
+    }
+
+    fn put(&self, subject: &str, held: bool) {
+        let mut map = self.lock();
+        if map.len() >= STREAM_LOOKUP_MAX && !map.contains_key(subject) {
+            map.clear();
+        }
+        map.insert(subject.to_owned(), (held, std::time::Instant::now()));
+    }
+
+    fn forget(&self, subject: &str) {
+        self.lock().remove(subject);
+    }
+}
+
 struct NatsSender {
     client: Client,
+    jetstream: jetstream::Context,
+    streams: Arc<SubjectStreams>,
 }
 
 impl Sender for NatsSender {
@@ -538,8 +589,19 @@ impl Sender for NatsSender {
                     to.name
                 )));
             }
-            let subject = to.name.clone();
             let headers = to_headers(&message);
+            // A JetStream request is acknowledged after its reply, so the reply must be
+            // kept first: where a stream holds its subject, that is the stream's ack
+            // of a JetStream publish. (A moved request keeps its own reply subject,
+            // which a JetStream publish would replace: it is flushed below.)
+            if message.persistent
+                && message.reply_to.is_none()
+                && self.client.server_info().jetstream
+                && self.held_by_a_stream(&to.name).await?
+            {
+                return self.stored(&to.name, headers, message.body).await;
+            }
+            let subject = to.name.clone();
             // A moved (unmatched) request keeps its reply subject, so it can still be
             // answered by hand.
             let published = match (message.reply_to, headers) {
@@ -561,8 +623,9 @@ impl Sender for NatsSender {
                 }
             };
             published.map_err(|e| err(&format!("cannot publish to {:?}", to.name), e))?;
-            // A JetStream request is acknowledged after its reply: make sure the
-            // server has it first (a round trip behind every message published before).
+            // No stream keeps it: a persistent message counts as sent once the server
+            // has it (a round trip behind every message published before), handed
+            // to its subscribers.
             if message.persistent {
                 match tokio::time::timeout(BROKER_TIMEOUT, self.client.flush()).await {
                     Ok(r) => r.map_err(|e| err("flushing the reply", e))?,
@@ -574,6 +637,63 @@ impl Sender for NatsSender {
                 }
             }
             Ok(Put::Done)
+        })
+    }
+}
+
+impl NatsSender {
+    /// Whether a stream holds `subject`, as JetStream says (remembered for a few
+    /// seconds). A JetStream that cannot say (not ready after a restart, a cluster
+    /// electing leaders) fails the send, so the request is delivered again rather
+    /// than its reply published where it may be lost.
+    async fn held_by_a_stream(&self, subject: &str) -> Result<bool, BrokerError> {
+        use jetstream::context::GetStreamByNameErrorKind;
+        if let Some(held) = self.streams.get(subject) {
+            return Ok(held);
+        }
+        let held = match self.jetstream.stream_by_subject(subject).await {
+            Ok(_) => true,
+            Err(e) if e.kind() == GetStreamByNameErrorKind::NotFound => false,
+            Err(e) => {
+                return Err(err(
+                    &format!("asking JetStream which stream holds {subject:?}"),
+                    e,
+                ));
+            }
+        };
+        self.streams.put(subject, held);
+        Ok(held)
+    }
+
+    /// Publishes to a subject a stream holds, and waits for the stream's ack: the
+    /// message is stored. A stream that refuses it (full, discarding new messages)
+    /// or does not answer fails the send.
+    async fn stored(
+        &self,
+        subject: &str,
+        headers: Option<HeaderMap>,
+        body: bytes::Bytes,
+    ) -> Result<Put, BrokerError> {
+        let mut publish = jetstream::message::PublishMessage::build().payload(body);
+        if let Some(h) = headers {
+            publish = publish.headers(h);
+        }
+        let acked = match self
+            .jetstream
+            .send_publish(subject.to_owned(), publish)
+            .await
+        {
+            // The context's own timeout (BROKER_TIMEOUT) bounds the wait.
+            Ok(ack) => ack.await.map(|_| Put::Done),
+            Err(e) => Err(e),
+        };
+        acked.map_err(|e| {
+            // The stream may be gone: ask again next time.
+            self.streams.forget(subject);
+            err(
+                &format!("the stream holding {subject:?} did not store it"),
+                e,
+            )
         })
     }
 }
