@@ -15,8 +15,8 @@
 //! - **JetStream** (`request.jetstream`): requests are pulled from a stream through a
 //!   durable consumer (created when missing, with explicit acks, filtered on the
 //!   mapping's subject), and each is acknowledged only after its reply was kept: for
-//!   a reply subject a stream holds (JetStream says which, asked at most every few
-//!   seconds per subject), a JetStream publish that stream acknowledged; for any
+//!   a reply subject a stream holds (from JetStream's list of streams, listed again
+//!   every few seconds), a JetStream publish that stream acknowledged; for any
 //!   other subject, a publish the server confirmed it had (a flush), handed to its
 //!   subscribers. So a request decoy did not answer (decoy stopped, the server
 //!   restarted, the reply's stream refused it) is delivered again. A stored message has no
@@ -72,9 +72,9 @@ pub struct NatsBroker {
     jetstream: HashMap<String, JetStreamSource>,
     read: Vec<AsyncMutex<Option<Client>>>,
     write: Vec<AsyncMutex<Option<Client>>>,
-    /// Whether a stream holds a subject, as JetStream said lately; shared by the
+    /// The subjects JetStream's streams hold, as it listed them lately; shared by the
     /// connection's senders.
-    streams: Arc<SubjectStreams>,
+    streams: Arc<StreamSubjects>,
 }
 
 impl std::fmt::Debug for NatsBroker {
@@ -535,43 +535,73 @@ impl Delivery for JetStreamDelivery {
     }
 }
 
-/// How long JetStream's answer to "which stream holds this subject" is believed.
-const STREAM_LOOKUP_TTL: Duration = Duration::from_secs(5);
-/// Subjects whose answer is remembered, at most (reply subjects can be per request).
-const STREAM_LOOKUP_MAX: usize = 1024;
+/// What a failed listing of the streams says.
+const LISTING: &str = "listing JetStream's streams, to know whether one stores the reply (the user needs $JS.API.STREAM.LIST)";
+/// How long JetStream's list of streams is believed before it is asked again.
+const STREAM_LIST_TTL: Duration = Duration::from_secs(5);
 
-/// Whether a stream holds a subject, as JetStream said at most [`STREAM_LOOKUP_TTL`]
-/// ago, for at most [`STREAM_LOOKUP_MAX`] subjects (past that it starts afresh).
+/// The subjects every stream holds (their filters, wildcards included), as JetStream
+/// listed them at most [`STREAM_LIST_TTL`] ago. One listing serves every subject a
+/// reply goes to, so a reply subject of its own for each request (an inbox) costs
+/// JetStream nothing more.
 #[derive(Debug, Default)]
-struct SubjectStreams(std::sync::Mutex<HashMap<String, (bool, std::time::Instant)>>);
+struct StreamSubjects(AsyncMutex<Option<(std::time::Instant, Arc<[String]>)>>);
 
-impl SubjectStreams {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (bool, std::time::Instant)>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn get(&self, subject: &str) -> Option<bool> {
-        let (held, at) = *self.lock().get(subject)?;
-        (at.elapsed() < STREAM_LOOKUP_TTL).then_some(held)
-    }
-
-    fn put(&self, subject: &str, held: bool) {
-        let mut map = self.lock();
-        if map.len() >= STREAM_LOOKUP_MAX && !map.contains_key(subject) {
-            map.clear();
+impl StreamSubjects {
+    /// The filters, listed again when they are older than the TTL.
+    async fn get(&self, js: &jetstream::Context) -> Result<Arc<[String]>, BrokerError> {
+        let mut listed = self.0.lock().await;
+        if let Some((at, filters)) = &*listed
+            && at.elapsed() < STREAM_LIST_TTL
+        {
+            return Ok(filters.clone());
         }
-        map.insert(subject.to_owned(), (held, std::time::Instant::now()));
+        let mut filters = Vec::new();
+        let mut streams = js.streams();
+        let listing = async {
+            while let Some(info) = streams.next().await {
+                filters.extend(info?.config.subjects);
+            }
+            Ok::<(), jetstream::context::StreamsError>(())
+        };
+        match tokio::time::timeout(BROKER_TIMEOUT, listing).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(err(LISTING, e)),
+            Err(_) => {
+                return Err(BrokerError::new(format!(
+                    "{LISTING}: no answer in {BROKER_TIMEOUT:?}"
+                )));
+            }
+        }
+        let filters: Arc<[String]> = filters.into();
+        *listed = Some((std::time::Instant::now(), filters.clone()));
+        Ok(filters)
     }
 
-    fn forget(&self, subject: &str) {
-        self.lock().remove(subject);
+    /// Lists the streams again at the next send (one may have gone or changed).
+    async fn forget(&self) {
+        *self.0.lock().await = None;
     }
+}
+
+/// Whether the subject filter `filter` (`*` one token, `>` the rest) takes `subject`.
+fn filter_takes(filter: &str, subject: &str) -> bool {
+    let mut subject = subject.split('.');
+    for f in filter.split('.') {
+        match (f, subject.next()) {
+            (">", Some(_)) => return true,
+            ("*", Some(_)) => {}
+            (f, Some(t)) if f == t => {}
+            _ => return false,
+        }
+    }
+    subject.next().is_none()
 }
 
 struct NatsSender {
     client: Client,
     jetstream: jetstream::Context,
-    streams: Arc<SubjectStreams>,
+    streams: Arc<StreamSubjects>,
 }
 
 impl Sender for NatsSender {
@@ -642,27 +672,13 @@ impl Sender for NatsSender {
 }
 
 impl NatsSender {
-    /// Whether a stream holds `subject`, as JetStream says (remembered for a few
-    /// seconds). A JetStream that cannot say (not ready after a restart, a cluster
-    /// electing leaders) fails the send, so the request is delivered again rather
-    /// than its reply published where it may be lost.
+    /// Whether a stream holds `subject`, from JetStream's list of streams (listed
+    /// again every few seconds). A JetStream that cannot list them (not ready after
+    /// a restart, a cluster electing leaders) fails the send, so the request is
+    /// delivered again rather than its reply published where it may be lost.
     async fn held_by_a_stream(&self, subject: &str) -> Result<bool, BrokerError> {
-        use jetstream::context::GetStreamByNameErrorKind;
-        if let Some(held) = self.streams.get(subject) {
-            return Ok(held);
-        }
-        let held = match self.jetstream.stream_by_subject(subject).await {
-            Ok(_) => true,
-            Err(e) if e.kind() == GetStreamByNameErrorKind::NotFound => false,
-            Err(e) => {
-                return Err(err(
-                    &format!("asking JetStream which stream holds {subject:?}"),
-                    e,
-                ));
-            }
-        };
-        self.streams.put(subject, held);
-        Ok(held)
+        let filters = self.streams.get(&self.jetstream).await?;
+        Ok(filters.iter().any(|f| filter_takes(f, subject)))
     }
 
     /// Publishes to a subject a stream holds, and waits for the stream's ack: the
@@ -687,9 +703,11 @@ impl NatsSender {
             Ok(ack) => ack.await.map(|_| Put::Done),
             Err(e) => Err(e),
         };
+        if acked.is_err() {
+            // The stream may be gone or changed: list them again next time.
+            self.streams.forget().await;
+        }
         acked.map_err(|e| {
-            // The stream may be gone: ask again next time.
-            self.streams.forget(subject);
             err(
                 &format!("the stream holding {subject:?} did not store it"),
                 e,
@@ -794,6 +812,26 @@ mod tests {
             broker.how_to_create("ORDERS"),
             "create the stream with the subjects the system publishes requests on (for example `nats stream add ORDERS --subjects 'shop.a.req,shop.b.req' --defaults`)"
         );
+    }
+
+    #[test]
+    fn subject_filters_take_subjects_as_nats_matches_them() {
+        for (filter, subject, takes) in [
+            ("orders.replies", "orders.replies", true),
+            ("orders.replies", "orders.replies.1", false),
+            ("orders.replies.1", "orders.replies", false),
+            ("orders.*", "orders.replies", true),
+            ("orders.*", "orders.replies.1", false),
+            ("orders.*.1", "orders.replies.1", true),
+            ("orders.>", "orders.replies.1", true),
+            ("orders.>", "orders", false),
+            (">", "anything.at.all", true),
+            ("*", "one", true),
+            ("*", "one.two", false),
+            ("orders", "ordersx", false),
+        ] {
+            assert_eq!(filter_takes(filter, subject), takes, "{filter} / {subject}");
+        }
     }
 
     #[test]
