@@ -652,7 +652,9 @@ async fn receive_loop(
     let mut backoff = Backoff::default();
     let mut turn = index;
     let receiving = format!("receiving from {}", q.queue);
-    let missing = format!("queue {} missing", q.queue);
+    // "stream missing for orders.new" on NATS JetStream (the stream, not the
+    // subject, is what is missing).
+    let missing = format!("{} missing for {}", broker.listened_kind(), q.queue);
     loop {
         if *stop.borrow() {
             return;
