@@ -541,46 +541,68 @@ const LISTING: &str = "listing JetStream's streams, to know whether one stores t
 const STREAM_LIST_TTL: Duration = Duration::from_secs(5);
 
 /// The subjects every stream holds (their filters, wildcards included), as JetStream
-/// listed them at most [`STREAM_LIST_TTL`] ago. One listing serves every subject a
-/// reply goes to, so a reply subject of its own for each request (an inbox) costs
-/// JetStream nothing more.
+/// listed them at most [`STREAM_LIST_TTL`] ago; `None` in it when the server has no
+/// JetStream. One listing serves every subject a reply goes to, so a reply subject of
+/// its own for each request (an inbox) costs JetStream nothing more. A send reads the
+/// listing under a short lock; one send at a time lists again when it is stale.
 #[derive(Debug, Default)]
-struct StreamSubjects(AsyncMutex<Option<(std::time::Instant, Arc<[String]>)>>);
+struct StreamSubjects {
+    listed: std::sync::Mutex<Option<(std::time::Instant, Filters)>>,
+    listing: AsyncMutex<()>,
+}
+
+/// Every stream's subject filters; `None`: the server has no JetStream.
+type Filters = Option<Arc<[String]>>;
 
 impl StreamSubjects {
+    fn fresh(&self) -> Option<Filters> {
+        let listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        match &*listed {
+            Some((at, filters)) if at.elapsed() < STREAM_LIST_TTL => Some(filters.clone()),
+            _ => None,
+        }
+    }
+
     /// The filters, listed again when they are older than the TTL.
-    async fn get(&self, js: &jetstream::Context) -> Result<Arc<[String]>, BrokerError> {
-        let mut listed = self.0.lock().await;
-        if let Some((at, filters)) = &*listed
-            && at.elapsed() < STREAM_LIST_TTL
-        {
-            return Ok(filters.clone());
+    async fn get(&self, client: &Client, js: &jetstream::Context) -> Result<Filters, BrokerError> {
+        if let Some(filters) = self.fresh() {
+            return Ok(filters);
         }
-        let mut filters = Vec::new();
-        let mut streams = js.streams();
-        let listing = async {
-            while let Some(info) = streams.next().await {
-                filters.extend(info?.config.subjects);
+        let _one = self.listing.lock().await;
+        if let Some(filters) = self.fresh() {
+            return Ok(filters);
+        }
+        let filters = match client.server_info().jetstream {
+            false => None,
+            true => {
+                let mut filters = Vec::new();
+                let mut streams = js.streams();
+                let listing = async {
+                    while let Some(info) = streams.next().await {
+                        filters.extend(info?.config.subjects);
+                    }
+                    Ok::<(), jetstream::context::StreamsError>(())
+                };
+                match tokio::time::timeout(BROKER_TIMEOUT, listing).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err(err(LISTING, e)),
+                    Err(_) => {
+                        return Err(BrokerError::new(format!(
+                            "{LISTING}: no answer in {BROKER_TIMEOUT:?}"
+                        )));
+                    }
+                }
+                Some(Arc::from(filters))
             }
-            Ok::<(), jetstream::context::StreamsError>(())
         };
-        match tokio::time::timeout(BROKER_TIMEOUT, listing).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(err(LISTING, e)),
-            Err(_) => {
-                return Err(BrokerError::new(format!(
-                    "{LISTING}: no answer in {BROKER_TIMEOUT:?}"
-                )));
-            }
-        }
-        let filters: Arc<[String]> = filters.into();
-        *listed = Some((std::time::Instant::now(), filters.clone()));
+        *self.listed.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), filters.clone()));
         Ok(filters)
     }
 
     /// Lists the streams again at the next send (one may have gone or changed).
-    async fn forget(&self) {
-        *self.0.lock().await = None;
+    fn forget(&self) {
+        *self.listed.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
 
@@ -626,7 +648,6 @@ impl Sender for NatsSender {
             // which a JetStream publish would replace: it is flushed below.)
             if message.persistent
                 && message.reply_to.is_none()
-                && self.client.server_info().jetstream
                 && self.held_by_a_stream(&to.name).await?
             {
                 return self.stored(&to.name, headers, message.body).await;
@@ -677,7 +698,10 @@ impl NatsSender {
     /// a restart, a cluster electing leaders) fails the send, so the request is
     /// delivered again rather than its reply published where it may be lost.
     async fn held_by_a_stream(&self, subject: &str) -> Result<bool, BrokerError> {
-        let filters = self.streams.get(&self.jetstream).await?;
+        // A server without JetStream stores nothing.
+        let Some(filters) = self.streams.get(&self.client, &self.jetstream).await? else {
+            return Ok(false);
+        };
         Ok(filters.iter().any(|f| filter_takes(f, subject)))
     }
 
@@ -705,7 +729,7 @@ impl NatsSender {
         };
         if acked.is_err() {
             // The stream may be gone or changed: list them again next time.
-            self.streams.forget().await;
+            self.streams.forget();
         }
         acked.map_err(|e| {
             err(
