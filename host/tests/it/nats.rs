@@ -162,6 +162,26 @@ pub(crate) async fn until_served(nc: &async_nats::Client, subject: &str, body: &
     }
 }
 
+/// Waits (up to 20 s) until decoy's durable consumer `decoy-it` on `stream` has
+/// nothing pending or unacknowledged, and returns its info.
+async fn all_acknowledged(js: &jetstream::Context, stream: &str) -> jetstream::consumer::Info {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let stream = js.get_stream(stream).await.unwrap();
+        let mut consumer: jetstream::consumer::PullConsumer =
+            stream.get_consumer("decoy-it").await.unwrap();
+        let info = consumer.info().await.unwrap().clone();
+        if info.num_ack_pending == 0 && info.num_pending == 0 {
+            return info;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still pending: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn metric(text: &str, line_start: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(line_start))
@@ -435,23 +455,8 @@ async fn jetstream_requests_are_answered_and_acknowledged_after_their_replies() 
         seen.insert(id);
     }
     // Acknowledged: nothing pending on decoy's durable consumer.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut stream = js.get_stream(&name).await.unwrap();
-        let mut consumer: jetstream::consumer::PullConsumer =
-            stream.get_consumer("decoy-it").await.unwrap();
-        let info = consumer.info().await.unwrap();
-        if info.num_ack_pending == 0 && info.num_pending == 0 {
-            assert_eq!(info.config.filter_subject, format!("{p}.js.orders"));
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still pending: {info:?}"
-        );
-        let _ = stream.info().await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let info = all_acknowledged(&js, &name).await;
+    assert_eq!(info.config.filter_subject, format!("{p}.js.orders"));
     server.shutdown().await;
 }
 
@@ -673,18 +678,7 @@ async fn a_reply_its_stream_refuses_is_not_lost_the_request_comes_again() {
     let mut all = [first, second].concat();
     all.sort();
     assert_eq!(all, ["stored 1", "stored 2"]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let info = consumer_info().await.unwrap();
-        if info.num_ack_pending == 0 && info.num_pending == 0 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still pending: {info:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    all_acknowledged(&js, &name).await;
     server.shutdown().await;
 }
 
