@@ -19,9 +19,9 @@
 //!   every few seconds), a JetStream publish that stream acknowledged; for any
 //!   other subject, a publish the server confirmed it had (a flush), handed to its
 //!   subscribers. So a request decoy did not answer (decoy stopped, the server
-//!   restarted, the reply's stream refused it) is delivered again. A stored message has no
-//!   reply inbox (a JetStream publish's inbox gets the stream's ack), so its reply goes
-//!   to the subject its `reply-to` header names, or to the mapping's
+//!   restarted, the reply's stream refused it) is delivered again. A stored message
+//!   has no reply inbox (a JetStream publish's inbox gets the stream's ack), so its
+//!   reply goes to the subject its `reply-to` header names, or to the mapping's
 //!   `response.destination`.
 //!
 //! Headers are the message's properties (each value of a header a property). The
