@@ -12,11 +12,11 @@
 //!
 //! The byte count of an entry is an estimate of what it holds (URL, headers and
 //! bodies plus a fixed overhead), not the allocator's view; the budget keeps the
-//! journal's memory within a small factor of it. Recording moves the request
-//! snapshot the engine already built (compacted, see
-//! [`RequestSnapshot::into_compact`]) into an `Arc`; the work added to a request is
-//! an atomic increment for its id, that copy, and an uncontended lock on one slot of
-//! a ring.
+//! journal's memory within a small factor of it. Recording writes the request the
+//! engine matched flat, into one buffer ([`KeptRequest`]), and moves the event into
+//! an `Arc`; the work added to a request is an atomic increment for its id, that
+//! copy, and an uncontended lock on one slot of a ring. Dropping the oldest entry
+//! then frees two allocations, long out of the CPU's caches.
 //!
 //! With state shared between instances (`--state`), recording stays exactly this:
 //! local. The admin API's queries fan in instead ([`JournalPeers`]): listing, finding
@@ -34,7 +34,7 @@ use http::{HeaderName, HeaderValue};
 use crate::mapping::Mapping;
 use crate::shared::Unavailable;
 use decoy_spec::header_case::HeaderCase;
-use decoy_spec::request::RequestSnapshot;
+use decoy_spec::kept::KeptRequest;
 
 pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
 /// The default byte budget of the whole journal (256 MiB).
@@ -82,7 +82,9 @@ impl Default for JournalLimits {
 pub struct ServeEvent {
     pub id: uuid::Uuid,
     pub logged_at: SystemTime,
-    pub request: RequestSnapshot,
+    /// Reads as a [`RequestSnapshot`](decoy_spec::request::RequestSnapshot), built
+    /// on first read.
+    pub request: KeptRequest,
     /// `HTTP/1.1`, `HTTP/2`.
     pub protocol: &'static str,
     /// The local port the request came in on (for `absoluteUrl`).
@@ -175,9 +177,8 @@ impl ServeEvent {
         if self.proxied {
             return;
         }
-        if self.request.body.len() > max {
-            self.request_body_size = Some(self.request.body.len());
-            self.request.body = Bytes::copy_from_slice(&self.request.body[..max]);
+        if let Some(full) = self.request.truncate_body(max) {
+            self.request_body_size = Some(full);
         }
         if let Some(body) = &mut self.response_body
             && body.len() > max
@@ -189,14 +190,8 @@ impl ServeEvent {
 
     /// The bytes this entry is counted for in the journal's budget.
     fn cost(&self) -> usize {
-        let headers: usize = self
-            .request
-            .headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 32)
-            .sum();
         let response = self.response_body.as_ref().map_or(0, Bytes::len);
-        ENTRY_OVERHEAD + self.request.url.len() + headers + self.request.body.len() + response
+        ENTRY_OVERHEAD + self.request.cost() + response
     }
 }
 
@@ -532,12 +527,17 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use decoy_spec::request::RequestSnapshot;
 
     fn event(j: &Journal, url: &str) -> ServeEvent {
+        with_body(j, url, "")
+    }
+
+    fn with_body(j: &Journal, url: &str, body: impl Into<Bytes>) -> ServeEvent {
         ServeEvent {
             id: j.next_id(),
             logged_at: SystemTime::now(),
-            request: RequestSnapshot::new("GET", url),
+            request: KeptRequest::keep(RequestSnapshot::new("GET", url).with_body(body)),
             protocol: "HTTP/1.1",
             local_port: 8080,
             mapping: None,
@@ -568,8 +568,7 @@ mod tests {
             max_body: 4,
             ..JournalLimits::default()
         });
-        let mut e = event(&j, "/big");
-        e.request = e.request.with_body("0123456789");
+        let mut e = with_body(&j, "/big", "0123456789");
         e.response_body = Some(Bytes::from_static(b"abcdefgh"));
         j.record(e);
         let kept = &j.newest_first().unwrap()[0];
@@ -577,9 +576,8 @@ mod tests {
         assert_eq!(kept.request_body_size, Some(10));
         assert_eq!(kept.response_body(), b"abcd");
         assert_eq!(kept.response_body_size, Some(8));
-        let mut proxied = event(&j, "/proxied");
+        let mut proxied = with_body(&j, "/proxied", "0123456789");
         proxied.proxied = true;
-        proxied.request = proxied.request.with_body("0123456789");
         j.record(proxied);
         let kept = &j.newest_first().unwrap()[0];
         assert_eq!(
@@ -595,9 +593,7 @@ mod tests {
         let body = "x".repeat(1000);
         let cost = {
             let j = Journal::new(10);
-            let mut e = event(&j, "/0");
-            e.request = e.request.with_body(body.clone());
-            e.cost()
+            with_body(&j, "/0", body.clone()).cost()
         };
         let j = Journal::with_limits(JournalLimits {
             max_entries: 100,
@@ -605,18 +601,14 @@ mod tests {
             max_body: DEFAULT_MAX_BODY,
         });
         for i in 0..10 {
-            let mut e = event(&j, &format!("/{i}"));
-            e.request = e.request.with_body(body.clone());
-            j.record(e);
+            j.record(with_body(&j, &format!("/{i}"), body.clone()));
             assert!(j.bytes() <= cost * 3, "{} > {}", j.bytes(), cost * 3);
         }
         assert_eq!(urls(&j), ["/9", "/8", "/7"]);
         j.clear().unwrap();
         assert_eq!(j.bytes(), 0);
         // One entry over the whole budget is still kept, alone.
-        let mut huge = event(&j, "/huge");
-        huge.request = huge.request.with_body("y".repeat(cost * 5));
-        j.record(huge);
+        j.record(with_body(&j, "/huge", "y".repeat(cost * 5)));
         assert_eq!(urls(&j), ["/huge"]);
     }
 

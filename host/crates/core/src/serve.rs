@@ -362,7 +362,7 @@ impl<W: WebhookSink, R: Recording> Serve<W, R> {
             self.journal.record(ServeEvent {
                 id: self.journal.next_id(),
                 logged_at: now,
-                request: req.into_compact(),
+                request: decoy_spec::kept::KeptRequest::keep(req),
                 protocol: at.protocol,
                 local_port: at.local_port,
                 mapping,

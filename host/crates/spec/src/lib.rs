@@ -3,6 +3,8 @@
 //!
 //! - [`request`]: the owned [`RequestSnapshot`](request::RequestSnapshot) a transport
 //!   builds once and every matcher, plugin and journal entry reads.
+//! - [`kept`]: the [`KeptRequest`](kept::KeptRequest), a request kept after it was
+//!   answered (the journal's) in one allocation, read as a snapshot.
 //! - [`plan`]: the transport-neutral [`ResponsePlan`](plan::ResponsePlan) and the
 //!   delay, dribble and fault vocabulary.
 //! - [`header_case`]: the [`HeaderCase`](header_case::HeaderCase) that keeps how a
@@ -15,5 +17,6 @@
 
 pub mod fields;
 pub mod header_case;
+pub mod kept;
 pub mod plan;
 pub mod request;

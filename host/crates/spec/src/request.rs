@@ -36,9 +36,9 @@ pub struct RequestSnapshot {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub client_addr: Option<SocketAddr>,
-    /// Boxed and built on first use: most requests never need these, and the journal
-    /// keeps 10,000 snapshots, each of which would otherwise carry four empty cells
-    /// (112 bytes more an entry).
+    /// Boxed and built on first use: most requests never need these, and each of the
+    /// journal's entries that was read holds a snapshot, which would otherwise carry
+    /// four empty cells (112 bytes more an entry).
     derived: OnceLock<Box<Derived>>,
 }
 
@@ -88,66 +88,6 @@ impl RequestSnapshot {
     pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
         self
-    }
-
-    /// The same request, owning its memory compactly, for keeping it after it was
-    /// answered (the journal). A transport's header values and small bodies are
-    /// slices of its connection's read buffer (8 KiB or more): keeping them would
-    /// keep that whole buffer alive and make the connection allocate a new one for
-    /// its next request. Here header values share one exact-size buffer (a lone value
-    /// is copied by itself) and a body up to 64 KiB is copied (a larger one has an allocation of its own anyway).
-    pub fn into_compact(self) -> RequestSnapshot {
-        // The map's shape is cloned (an exact-size list of entries, the names shared,
-        // nothing hashed again) and its values then swapped for copies; `values` and
-        // `values_mut` visit them in the same order.
-        let mut headers = self.headers.clone();
-        if headers.len() == 1 {
-            // One value copied alone is one allocation; a shared buffer would be two
-            // (the buffer and its reference count, once sliced).
-            for v in headers.values_mut() {
-                if let Ok(mut copy) =
-                    http::HeaderValue::from_maybe_shared(Bytes::copy_from_slice(v.as_bytes()))
-                {
-                    copy.set_sensitive(v.is_sensitive());
-                    *v = copy;
-                }
-            }
-        } else {
-            let total: usize = self.headers.values().map(|v| v.len()).sum();
-            let mut buf = bytes::BytesMut::with_capacity(total);
-            for v in self.headers.values() {
-                buf.extend_from_slice(v.as_bytes());
-            }
-            let buf = buf.freeze();
-            let mut at = 0;
-            for v in headers.values_mut() {
-                let end = at + v.len();
-                if let Ok(mut copy) = http::HeaderValue::from_maybe_shared(buf.slice(at..end)) {
-                    copy.set_sensitive(v.is_sensitive());
-                    *v = copy;
-                }
-                at = end;
-            }
-        }
-        let body = if self.body.len() <= 64 * 1024 {
-            Bytes::copy_from_slice(&self.body)
-        } else {
-            self.body
-        };
-        // The views computed on first use are left behind: the journal's readers
-        // compute them again if they need them.
-        RequestSnapshot {
-            method: self.method,
-            url: self.url,
-            path_len: self.path_len,
-            scheme: self.scheme,
-            authority: self.authority,
-            header_case: self.header_case,
-            headers,
-            body,
-            client_addr: self.client_addr,
-            derived: OnceLock::new(),
-        }
     }
 
     /// Host and port the client addressed; the port defaults from the scheme. An
@@ -334,67 +274,6 @@ pub fn title_case_header(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_compact_copy_keeps_every_header_value_in_order_and_the_body() {
-        let mut headers = HeaderMap::new();
-        headers.append("accept", http::HeaderValue::from_static("a/b"));
-        headers.append("x-multi", http::HeaderValue::from_static("one"));
-        headers.append("x-multi", http::HeaderValue::from_static("two"));
-        let mut r = RequestSnapshot::new("POST", "/p?q=1")
-            .with_headers(headers)
-            .with_body("body");
-        r.scheme = "https";
-        let c = r.into_compact();
-        assert_eq!(c.header_values("x-multi"), ["one", "two"]);
-        assert_eq!(c.header("accept").as_deref(), Some("a/b"));
-        assert_eq!(
-            (c.method.as_str(), c.url.as_str(), c.scheme),
-            ("POST", "/p?q=1", "https")
-        );
-        assert_eq!(&c.body[..], b"body");
-        assert_eq!(c.query(), [("q".to_owned(), "1".to_owned())]);
-    }
-
-    /// Values sliced from one read buffer, as hyper hands them over: the copy's values
-    /// are the same, in the same order, and none of them points into that buffer.
-    #[test]
-    fn a_compact_copy_keeps_no_part_of_the_read_buffer() {
-        let read = Bytes::from_static(b"oneA/Btwosecret");
-        let within = |v: &http::HeaderValue| {
-            let p = v.as_bytes().as_ptr() as usize;
-            let r = read.as_ptr() as usize;
-            p >= r && p < r + read.len()
-        };
-        let value = |r: std::ops::Range<usize>| {
-            http::HeaderValue::from_maybe_shared(read.slice(r)).unwrap()
-        };
-        let mut headers = HeaderMap::new();
-        headers.append("x-multi", value(0..3));
-        headers.append("Accept", value(3..6));
-        headers.append("x-multi", value(6..9));
-        let mut secret = value(9..15);
-        secret.set_sensitive(true);
-        headers.append("authorization", secret);
-        let c = RequestSnapshot::new("GET", "/")
-            .with_headers(headers)
-            .into_compact();
-        assert_eq!(c.header_values("x-multi"), ["one", "two"]);
-        assert_eq!(c.header("accept").as_deref(), Some("A/B"));
-        assert_eq!(c.header("authorization").as_deref(), Some("secret"));
-        assert!(c.headers["authorization"].is_sensitive());
-        assert_eq!(c.headers.len(), 4);
-        assert!(!c.headers.values().any(within));
-
-        // A lone value is copied by itself.
-        let mut one = HeaderMap::new();
-        one.append("host", value(3..6));
-        let c = RequestSnapshot::new("GET", "/")
-            .with_headers(one)
-            .into_compact();
-        assert_eq!(c.header("host").as_deref(), Some("A/B"));
-        assert!(!c.headers.values().any(within));
-    }
 
     #[test]
     fn splits_path_and_decodes_query() {

@@ -361,7 +361,7 @@ pub fn decode(v: &Value, mapping: impl Fn(&str) -> Option<Arc<Mapping>>) -> Opti
     Some(ServeEvent {
         id: uuid::Uuid::parse_str(s("id")?).ok()?,
         logged_at: UNIX_EPOCH + Duration::from_micros(n("at")),
-        request,
+        request: request.into(),
         protocol: match s("protocol") {
             Some("HTTP/2.0") => "HTTP/2.0",
             Some("HTTP/1.0") => "HTTP/1.0",
@@ -409,7 +409,7 @@ mod tests {
         let e = ServeEvent {
             id: uuid::Uuid::new_v4(),
             logged_at: SystemTime::now(),
-            request,
+            request: decoy_spec::kept::KeptRequest::keep(request),
             protocol: "HTTP/2.0",
             local_port: 8080,
             mapping: None,
