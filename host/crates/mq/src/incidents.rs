@@ -3,7 +3,9 @@
 //! Mapping files have their problems when they are read; a running service has its
 //! own: a receiver task that panicked (a bug, which the runtime survives by
 //! restarting the task), or a reply that panicked while it was put (its request goes
-//! back to its queue) or an unmatched queue that neither exists nor can be created.
+//! back to its queue), a reply or an unmatched message whose put failed (the broker's
+//! connection, a timeout: it goes back to its queue), a reply that can never be sent
+//! (dropped), or an unmatched queue that neither exists nor can be created.
 //! Each kind of incident is kept once per queue, with how often it happened and the
 //! last detail, and shown as a problem of the queue's first mapping (its file and
 //! position), so it reads like the file problems beside it. The list is cleared when

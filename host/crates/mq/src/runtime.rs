@@ -1038,6 +1038,29 @@ async fn deliver(s: &dyn Sender, broker: &dyn Broker, q: &QueueService, job: Job
                 q.queue
             ));
             q.trouble.failed(PUTTING, &said, None);
+            // Listed once per queue and kind (a reply subject of its own for each
+            // request would otherwise list one per request), the destination in the
+            // detail.
+            if let Some((m, _)) = q.mappings.first() {
+                let (what, outcome) = match &stats {
+                    Some(_) => (
+                        format!("a reply to a request on queue {} could not be put", q.queue),
+                        format!(
+                            "each such request went back to {} after a pause, to be answered again",
+                            q.queue
+                        ),
+                    ),
+                    None => (
+                        format!(
+                            "an unmatched message on queue {} could not be moved to its unmatched queue",
+                            q.queue
+                        ),
+                        format!("each such message went back to {} after a pause", q.queue),
+                    ),
+                };
+                q.incidents
+                    .record(m, what, &outcome, &format!("to {to}: {e}"));
+            }
             lane.put_failing.store(true, Ordering::Relaxed);
             lane.broken.store(true, Ordering::Relaxed);
             let pause = lock(&lane.put_backoff).next_pause();
@@ -1402,9 +1425,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_put_sends_the_request_back_and_it_is_answered_on_redelivery() {
-        let (broker, rt, _) = start(
+        let (broker, rt, _, _, incidents) = start_with(
+            MemoryBroker::new(),
             &[json!({"request": {"destination": "Q"}, "response": {"text": "done"}})],
             serde_json::Value::Null,
+            None,
         );
         broker.fail_sends.store(1, Ordering::SeqCst);
         broker.put("Q", request("work", "R"));
@@ -1413,6 +1438,16 @@ mod tests {
         let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
         assert_eq!(how, [Settle::Requeue, Settle::Ack]);
         assert_eq!(broker.depth("R"), 0, "answered once");
+        // The failure is listed, with where the reply was going and why.
+        let listed = listed(&incidents);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        for part in [
+            "a reply to a request on queue Q could not be put (once",
+            "to R: put refused (test)",
+            "went back to Q after a pause",
+        ] {
+            assert!(listed[0].contains(part), "{part:?} not in {:?}", listed[0]);
+        }
     }
 
     #[tokio::test(start_paused = true)]
