@@ -1450,6 +1450,34 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn an_unmatched_message_whose_move_failed_comes_again_and_is_listed() {
+        let (broker, rt, _, _, incidents) = start_with(
+            MemoryBroker::new(),
+            &[
+                json!({"request": {"destination": "Q", "bodyMatcher": {"equalTo": "ping"}}, "response": {"text": "pong"}}),
+            ],
+            json!({"queue": "LOST.AND.FOUND"}),
+            None,
+        );
+        broker.fail_sends.store(1, Ordering::SeqCst);
+        broker.put("Q", request("something else", "R"));
+        let moved = broker.take("LOST.AND.FOUND").await.unwrap();
+        assert_eq!(&moved.body[..], b"something else");
+        rt.shutdown().await;
+        let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
+        assert_eq!(how, [Settle::Requeue, Settle::Ack]);
+        let listed = listed(&incidents);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        for part in [
+            "an unmatched message on queue Q could not be moved to its unmatched queue (once",
+            "to LOST.AND.FOUND: put refused (test)",
+            "went back to Q after a pause",
+        ] {
+            assert!(listed[0].contains(part), "{part:?} not in {:?}", listed[0]);
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_put_that_keeps_failing_sends_its_request_back_after_a_growing_pause() {
         let (broker, rt, _) = start(
