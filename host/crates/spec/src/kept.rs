@@ -62,8 +62,6 @@ struct Flat {
     /// `None`: no authority (HTTP/1 reads the `Host` header instead).
     authority_len: Option<u32>,
     headers: u32,
-    /// The headers' names and values, in bytes (for [`KeptRequest::cost`]).
-    header_bytes: u32,
     /// Where the headers end in `bytes`: an inline body follows.
     headers_end: u32,
     /// A body longer than [`INLINE_BODY`], shared; `None`: the body is inline.
@@ -87,7 +85,7 @@ impl KeptRequest {
         let len = req.method.len()
             + req.url.len()
             + authority.map_or(0, <[u8]>::len)
-            + req.headers.len() * 9
+            + req.headers.len() * HEADER_PREFIX
             + header_bytes
             + if inline_body { req.body.len() } else { 0 };
         let mut bytes = Vec::with_capacity(len);
@@ -118,7 +116,6 @@ impl KeptRequest {
                     url_len: req.url.len() as u32,
                     authority_len: authority.map(|a| a.len() as u32),
                     headers: req.headers.len() as u32,
-                    header_bytes: header_bytes as u32,
                     headers_end,
                     body,
                     scheme: req.scheme,
@@ -183,7 +180,7 @@ impl KeptRequest {
             }
             Inner::Flat { flat, .. } => {
                 flat.url_len as usize
-                    + flat.header_bytes as usize
+                    + flat.header_bytes()
                     + flat.headers as usize * HEADER_OVERHEAD
                     + flat.body_len()
             }
@@ -191,7 +188,20 @@ impl KeptRequest {
     }
 }
 
+/// What each header takes in `bytes` besides its name and value: two lengths and
+/// the sensitivity byte.
+const HEADER_PREFIX: usize = 9;
+
 impl Flat {
+    /// The headers' names and values, in bytes: what the headers take in `bytes`
+    /// less their prefixes.
+    fn header_bytes(&self) -> usize {
+        let start = self.method_len as usize
+            + self.url_len as usize
+            + self.authority_len.unwrap_or(0) as usize;
+        self.headers_end as usize - start - self.headers as usize * HEADER_PREFIX
+    }
+
     fn body_len(&self) -> usize {
         match &self.body {
             Some(b) => b.len(),
@@ -215,9 +225,10 @@ impl Flat {
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]) as usize;
         for _ in 0..self.headers {
             let (name_len, value_len, sensitive) = (u32_at(at), u32_at(at + 4), b[at + 8] == 1);
-            let name = &b[at + 9..at + 9 + name_len];
-            let value = &b[at + 9 + name_len..at + 9 + name_len + value_len];
-            at += 9 + name_len + value_len;
+            let name_at = at + HEADER_PREFIX;
+            let name = &b[name_at..name_at + name_len];
+            let value = &b[name_at + name_len..name_at + name_len + value_len];
+            at = name_at + name_len + value_len;
             // Both were a header map's own, so both are valid again.
             if let (Ok(name), Ok(mut value)) =
                 (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
