@@ -301,6 +301,8 @@ impl Port {
                     // Dropped (closed) once idle, counted from accept: a client that
                     // never sends a byte no longer holds its socket forever.
                     tokio::select! {
+                        // In this order: no random pick on every wake-up.
+                        biased;
                         _ = watched => {}
                         _ = activity.idle(idle_timeout) => {
                             tracing::debug!("closing the idle connection from {peer}");
@@ -408,7 +410,14 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         && conn.role != Role::Admin
         && decoy_grpc::is_grpc(&req)
     {
-        return crate::grpc::call(grpc, req, conn.scheme, conn.peer, conn.local_port).await;
+        return Box::pin(crate::grpc::call(
+            grpc,
+            req,
+            conn.scheme,
+            conn.peer,
+            conn.local_port,
+        ))
+        .await;
     }
     let version = req.version();
     // Claimed first: every HTTP/1 request on the connection claims its head, in order.
@@ -481,7 +490,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
                 }
                 return render(refused, version);
             }
-            return admin_reply(admin, &parts, conn.scheme, rest, body, version).await;
+            return Box::pin(admin_reply(admin, &parts, conn.scheme, rest, body, version)).await;
         }
         (Role::Admin, _, _) => {
             return render(
@@ -518,7 +527,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let serve = &services.serve;
     let mut exchange = serve.answer(&snap).await;
     if let Some(spec) = exchange.take_proxy() {
-        let got = forward(&services.proxy, &spec, &snap).await;
+        let got = Box::pin(forward(&services.proxy, &spec, &snap)).await;
         serve.forwarded(&mut exchange, &snap, got);
     }
     // Record (CORS headers first: the journal shows what the client got).
@@ -546,7 +555,7 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     if !matched
         && parts.method == http::Method::GET
         && let Some(root) = &services.web_root
-        && let Some(served) = root.answer(parts.uri.path()).await
+        && let Some(served) = Box::pin(root.answer(parts.uri.path())).await
     {
         plan = served.plan;
         file_body = served.body;

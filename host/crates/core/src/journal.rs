@@ -628,6 +628,32 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_a_reader_holds_is_left_whole_when_the_ring_overwrites_its_slot() {
+        let body = "x".repeat(100);
+        let j = Journal::new(2);
+        for i in 0..2 {
+            j.record(with_body(&j, &format!("/{i}"), body.clone()));
+        }
+        let cost = j.bytes() / 2;
+        // An admin request reading the journal holds its entries...
+        let held = j.newest_first().unwrap();
+        // ...while the ring overwrites their slots.
+        for i in 2..4 {
+            j.record(with_body(&j, &format!("/{i}"), body.clone()));
+        }
+        let held_urls: Vec<&str> = held.iter().map(|e| e.request.url.as_str()).collect();
+        assert_eq!(held_urls, ["/1", "/0"]);
+        assert_eq!(&held[0].request.body[..], body.as_bytes());
+        drop(held);
+        for i in 4..7 {
+            j.record(with_body(&j, &format!("/{i}"), body.clone()));
+            assert_eq!(j.bytes(), cost * 2, "each entry counted once");
+        }
+        assert_eq!(urls(&j), ["/6", "/5"]);
+        assert_eq!(j.len(), 2);
+    }
+
+    #[test]
     fn a_disabled_journal_records_nothing() {
         let j = Journal::disabled();
         j.record(event(&j, "/x"));
