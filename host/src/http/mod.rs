@@ -410,6 +410,9 @@ async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
         && conn.role != Role::Admin
         && decoy_grpc::is_grpc(&req)
     {
+        // This branch and the admin API, a proxied forward and the web root below are
+        // boxed: their state would otherwise size every request's future, which is
+        // moved (copied) several times on its way through hyper.
         return Box::pin(crate::grpc::call(
             grpc,
             req,

@@ -1204,6 +1204,15 @@ mod tests {
             .collect()
     }
 
+    /// Asserts that exactly one problem is listed and that it says each of `parts`.
+    fn one_problem_saying(incidents: &Incidents, parts: &[&str]) {
+        let listed = listed(incidents);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        for part in parts {
+            assert!(listed[0].contains(part), "{part:?} not in {:?}", listed[0]);
+        }
+    }
+
     #[test]
     fn plugins_are_told_no_client_address_for_a_message() {
         let req = message_request("Q", None, None, None, Vec::new(), b"x");
@@ -1439,15 +1448,14 @@ mod tests {
         assert_eq!(how, [Settle::Requeue, Settle::Ack]);
         assert_eq!(broker.depth("R"), 0, "answered once");
         // The failure is listed, with where the reply was going and why.
-        let listed = listed(&incidents);
-        assert_eq!(listed.len(), 1, "{listed:?}");
-        for part in [
-            "a reply to a request on queue Q could not be put (once",
-            "to R: put refused (test)",
-            "went back to Q after a pause",
-        ] {
-            assert!(listed[0].contains(part), "{part:?} not in {:?}", listed[0]);
-        }
+        one_problem_saying(
+            &incidents,
+            &[
+                "a reply to a request on queue Q could not be put (once",
+                "to R: put refused (test)",
+                "went back to Q after a pause",
+            ],
+        );
     }
 
     #[tokio::test]
@@ -1467,15 +1475,14 @@ mod tests {
         rt.shutdown().await;
         let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
         assert_eq!(how, [Settle::Requeue, Settle::Ack]);
-        let listed = listed(&incidents);
-        assert_eq!(listed.len(), 1, "{listed:?}");
-        for part in [
-            "an unmatched message on queue Q could not be moved to its unmatched queue (once",
-            "to LOST.AND.FOUND: put refused (test)",
-            "went back to Q after a pause",
-        ] {
-            assert!(listed[0].contains(part), "{part:?} not in {:?}", listed[0]);
-        }
+        one_problem_saying(
+            &incidents,
+            &[
+                "an unmatched message on queue Q could not be moved to its unmatched queue (once",
+                "to LOST.AND.FOUND: put refused (test)",
+                "went back to Q after a pause",
+            ],
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1528,13 +1535,13 @@ mod tests {
         assert_eq!(broker.depth("Q"), 0);
         assert_eq!(broker.depth("R"), 0, "one reply only");
         assert_eq!(metrics.matched_total(), 3);
-        let listed = listed(&incidents);
-        assert!(
-            listed.len() == 1
-                && listed[0].contains("a reply to a request on queue Q could not be sent")
-                && listed[0].contains("no such name (test)")
-                && listed[0].contains("the replies were dropped and their requests acknowledged"),
-            "{listed:?}"
+        one_problem_saying(
+            &incidents,
+            &[
+                "a reply to a request on queue Q could not be sent",
+                "no such name (test)",
+                "the replies were dropped and their requests acknowledged",
+            ],
         );
     }
 
@@ -1590,11 +1597,11 @@ mod tests {
         );
         rt.shutdown().await;
         assert_eq!(panics.receiver.load(Ordering::Relaxed), 1);
-        let listed = listed(&incidents);
-        assert_eq!(listed.len(), 1, "{listed:?}");
-        assert!(
-            listed[0].contains("mapping #0 (id echo): a receiver of queue Q panicked (once, last: \"a message's handling panicked (test)\"); the message went the unmatched way"),
-            "{listed:?}"
+        one_problem_saying(
+            &incidents,
+            &[
+                "mapping #0 (id echo): a receiver of queue Q panicked (once, last: \"a message's handling panicked (test)\"); the message went the unmatched way",
+            ],
         );
     }
 
@@ -1615,11 +1622,11 @@ mod tests {
         );
         rt.shutdown().await;
         assert_eq!(panics.receiver.load(Ordering::Relaxed), 2);
-        let listed = listed(&incidents);
-        assert!(
-            listed.len() == 1
-                && listed[0].contains("a receiver of queue Q panicked (2 times, last: \"a receive panicked (test)\"); it was restarted after 200ms"),
-            "{listed:?}"
+        one_problem_saying(
+            &incidents,
+            &[
+                "a receiver of queue Q panicked (2 times, last: \"a receive panicked (test)\"); it was restarted after 200ms",
+            ],
         );
     }
 
@@ -1639,11 +1646,7 @@ mod tests {
         let how: Vec<Settle> = broker.settlements().into_iter().map(|s| s.2).collect();
         assert_eq!(how, [Settle::Requeue, Settle::Requeue, Settle::Ack]);
         assert_eq!(broker.depth("R"), 0, "answered once");
-        let listed = listed(&incidents);
-        assert!(
-            listed.len() == 1 && listed[0].contains("a sender of queue Q panicked (2 times"),
-            "{listed:?}"
-        );
+        one_problem_saying(&incidents, &["a sender of queue Q panicked (2 times"]);
     }
 
     #[tokio::test]
@@ -1733,12 +1736,12 @@ mod tests {
             broker.settlements()
         );
         assert_eq!(broker.depth("Q"), 1, "back on its queue");
-        let listed = listed(&incidents);
-        assert!(
-            listed.len() == 1
-                && listed[0].contains("the unmatched queue LOST of queue Q does not exist")
-                && listed[0].contains("unmatched messages stay on Q until it does"),
-            "{listed:?}"
+        one_problem_saying(
+            &incidents,
+            &[
+                "the unmatched queue LOST of queue Q does not exist",
+                "unmatched messages stay on Q until it does",
+            ],
         );
     }
 }
