@@ -9,8 +9,8 @@
 //! request holds an [`InFlight`] guard until its answer's body is finished (through a
 //! delay or a dribble). A watchdog per connection ([`Activity::idle`]) resolves once
 //! the connection has had no request in flight for the idle timeout
-//! (`--jetty-idle-timeout`, 30 s by default), counted from accept, from the end of its
-//! last answer or from its last write, whichever is latest, and the connection is
+//! (`--jetty-idle-timeout`, 30 s by default), counted from accept or from its last
+//! write (the end of an answer is one), whichever is latest, and the connection is
 //! then dropped: a silent socket, an idle keep-alive connection, an HTTP/2 connection
 //! with no open stream, a request head trickled in slower than the timeout. Bytes the
 //! client sends do not count as activity, which is what cuts off that trickle (a
@@ -190,12 +190,12 @@ impl AcceptBackoff {
     }
 }
 
-/// When a connection last finished an answer or wrote bytes, and how many of its
-/// requests are unanswered.
+/// When a connection last wrote bytes, and how many of its requests are unanswered.
 #[derive(Debug)]
 pub struct Activity {
     since: Instant,
-    /// Milliseconds after `since` of the last finished answer or write.
+    /// Milliseconds after `since` of the last write (or of a look by the watchdog
+    /// that found a request in flight).
     last: AtomicU64,
     in_flight: AtomicUsize,
 }
@@ -222,7 +222,7 @@ impl Activity {
     }
 
     /// Resolves once the connection has had nothing in flight for `timeout`, counted
-    /// from accept, its last finished answer or its last write.
+    /// from accept or its last write.
     pub async fn idle(&self, timeout: Duration) {
         loop {
             let last = self.since + Duration::from_millis(self.last.load(Ordering::Relaxed));
@@ -255,7 +255,9 @@ pub struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.touch();
+        // No touch: an answer's end is its last write, which touched already (a
+        // clock read a request saved). One that wrote nothing (a fault) closes its
+        // connection, and while it was in flight the watchdog kept it fresh.
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -406,6 +408,8 @@ mod tests {
         let timeout = Duration::from_secs(30);
         let idle = tokio::time::timeout(Duration::from_secs(120), a.idle(timeout)).await;
         assert!(idle.is_err(), "a request in flight keeps the connection");
+        // The answer goes out (its write is the activity), then its guard goes.
+        a.touch();
         drop(guard);
         let started = Instant::now();
         a.idle(timeout).await;
