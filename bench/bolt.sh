@@ -14,8 +14,9 @@
 # (`--emit-relocs`, which BOLT needs to move functions), a copy instrumented by
 # BOLT, a training run of that copy (a static stub, a templated one and requests no
 # stub matches, each at a fixed rate over 32 connections, on 127.0.0.1), then the
-# build rewritten from the profile the run wrote. Takes the time of a release build
-# and about two minutes more.
+# build rewritten from the profile the run wrote. Takes a release build, a second
+# build of decoy's own crates (the one with the linker flag: about 8 minutes on two
+# cores) and about two minutes more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
