@@ -29,7 +29,9 @@ work=$target/bolt
 mkdir -p "$work"
 
 cargo build --release -p decoy --bins --features bench --example fixed-rate
-# Only the binary's own compilation sees the extra link flag (`cargo rustc`).
+# Only the binary's own compilation sees the extra link flag (`cargo rustc`). It
+# leaves target/release/decoy linked with its relocations: the same program, a
+# larger file (a plain `cargo build --release` links it again without them).
 cargo rustc --release -p decoy --bin decoy --features bench -- -C link-arg=-Wl,--emit-relocs
 cp "$target/release/decoy" "$work/decoy.relocs"
 rm -f "$work/profile.fdata"
