@@ -3,6 +3,7 @@
 
     python3 bench/tail.py [--wiremock-jar JAR] [--connections 32,256] [--layouts reuseport,dealt,shared]
                           [--threads N] [--duration 10] [--rounds 1] [--rate-fraction 0.5] [--json FILE]
+                          [--exe [LABEL=]PATH ...]
 
 Run it through bench/run.sh (which installs wrk and nginx, builds decoy and the
 fixed-rate driver, and fetches WireMock's jar), or after
@@ -25,7 +26,9 @@ so, without `--wiremock-jar`). For each connection count, each server is measure
 
 Servers are measured in turn, `--rounds` times (the order reversed every other
 round), and each figure is the median of its rounds; ratios are to nginx's figure of
-the same run. On a machine whose cores are shared with the load generator or with
+the same run. `--exe` given more than once measures each decoy binary in the same run
+(an A/B of two builds, each named by its LABEL or its file name), so that their ratios
+share one nginx. On a machine whose cores are shared with the load generator or with
 other work the absolute figures drift from run to run; compare the ratios.
 """
 import argparse
@@ -68,7 +71,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--rate-fraction", type=float, default=0.5,
                     help="the fixed rate, as a fraction of nginx's closed-loop req/s at that connection count")
-    ap.add_argument("--exe", default=str(REPO / "target" / "release" / "decoy"))
+    ap.add_argument("--exe", action="append", default=None,
+                    help="decoy binary, [LABEL=]PATH; more than once: each is measured in the same run "
+                         "(default: target/release/decoy)")
     ap.add_argument("--driver", default=str(REPO / "target" / "release" / "examples" / "fixed-rate"))
     ap.add_argument("--bare", default=str(REPO / "target" / "release" / "examples" / "bare-http"),
                     help="the hyper-alone server (host/examples/bare-http.rs)")
@@ -79,7 +84,11 @@ def main():
                     help="the delayed case's fixed rate, req/s (at most connections / 0.1 s)")
     args = ap.parse_args()
     conns = [int(c) for c in args.connections.split(",")]
-    for exe in (args.exe, args.driver):
+    exes = []  # (label, path); the label only names the servers when there is more than one
+    for given in args.exe or [str(REPO / "target" / "release" / "decoy")]:
+        label, sep, path = given.partition("=")
+        exes.append((label, path) if sep else (pathlib.Path(given).name, given))
+    for exe in [path for _, path in exes] + [args.driver]:
         if not pathlib.Path(exe).exists():
             sys.exit(f"{exe} is missing: cargo build --release -p decoy --bins --features bench --example fixed-rate")
 
@@ -91,14 +100,15 @@ def main():
                         "/static"))
     else:
         print(f"hyper alone skipped: {args.bare} is missing (--example bare-http)", flush=True)
-    for variant in args.layouts.split(","):
-        layout, _, n = variant.partition(":")
-        n = n or (str(args.threads) if args.threads else "")
-        threads = ["--container-threads", n] if n else []
-        servers.append((f"decoy-{layout}" + (f"-{n}t" if n else ""),
-                        lambda p, layout=layout, threads=threads: bench.decoy(root, p, "--thread-layout", layout,
-                                                                              *threads, exe=args.exe),
-                        "/static"))
+    for label, exe in exes:
+        for variant in args.layouts.split(","):
+            layout, _, n = variant.partition(":")
+            n = n or (str(args.threads) if args.threads else "")
+            threads = ["--container-threads", n] if n else []
+            servers.append((f"decoy-{layout}" + (f"-{n}t" if n else "") + (f"-{label}" if len(exes) > 1 else ""),
+                            lambda p, layout=layout, threads=threads, exe=exe:
+                                bench.decoy(root, p, "--thread-layout", layout, *threads, exe=exe),
+                            "/static"))
     if args.wiremock_jar:
         servers.append(("wiremock", lambda p: bench.wiremock(args.wiremock_jar, root, p), "/static"))
     else:
