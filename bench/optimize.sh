@@ -25,7 +25,7 @@
 # response-template) is compiled as cold code: it works the same but is not made
 # faster, and may be a little slower than in the plain build.
 # The PGO builds have their own target directories (every crate is compiled with the
-# instrumentation, then with the profile): about 20 minutes each on two cores.
+# instrumentation, then with the profile): 20 to 45 minutes each on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -16,7 +16,6 @@ report), and the admin API (mappings, journal). Needs wrk; every request goes to
 """
 import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 
@@ -76,11 +75,7 @@ def main():
             ("/__admin/requests?limit=10", 1, 2, None),
         ]
         for path, seconds, connections, script in phases:
-            cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s"]
-            if script:
-                cmd += ["-s", str(script)]
-            subprocess.run(cmd + [f"http://127.0.0.1:{server.port}{path}"], check=True,
-                           stdout=subprocess.DEVNULL, timeout=seconds + 30)
+            bench.wrk(server.port, path=path, connections=connections, duration=seconds, script=script, threads=1)
             print(f"trained: {path} for {seconds} s", flush=True)
     finally:
         server.stop()  # SIGTERM: a graceful stop, which writes the profile
