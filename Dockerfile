@@ -2,26 +2,25 @@
 # (/home/wiremock with mappings/ and __files/), same ports, arguments after the image
 # name go to `decoy serve`, options also from DECOY_OPTIONS or WIREMOCK_OPTIONS.
 #
-# The image is FROM scratch: it holds one static binary and a few empty folders.
-# Build the binary first, then the image (container/build.sh does both):
+# The image is FROM scratch: it holds decoy (a glibc build), the few shared libraries
+# it loads, an nsswitch.conf and some empty folders. container/build.sh builds the
+# binary and stages it with its libraries in target/container-stage, then runs
 #
-#   cargo build --release --locked --target x86_64-unknown-linux-musl -p decoy --no-default-features
 #   docker build -t decoy .        # or: podman build --format docker -t decoy .
 #
 # (--format docker keeps the HEALTHCHECK: the OCI image format has no field for it.)
-# The build context is only what .dockerignore lets through: the binary and container/.
+# The build context is only what .dockerignore lets through: the stage and container/.
 FROM scratch
-
-ARG DECOY_BINARY=target/x86_64-unknown-linux-musl/release/decoy
-# Empty for the static binary. For a glibc build (container/build.sh --binary, as the
-# tests use): a folder holding exactly the shared libraries it needs, at their paths.
-ARG DECOY_LIBS=container/no-libs
 
 # /home/wiremock/{mappings,__files,plugins,mq-mappings}, /var/cache/decoy (compiled
 # plugins) and /tmp, all owned by the user decoy runs as.
 COPY --chown=10001:10001 container/rootfs/ /
-COPY ${DECOY_LIBS}/ /
-COPY ${DECOY_BINARY} /usr/local/bin/decoy
+# Host names from /etc/hosts first, then DNS (glibc's default without this file asks
+# DNS first and stops at its "no such name", so compose's extra_hosts would be missed).
+COPY container/etc/ /etc/
+# Exactly the shared libraries `ldd` lists for the binary, each at its path.
+COPY target/container-stage/libs/ /
+COPY target/container-stage/decoy /usr/local/bin/decoy
 
 # Compiled plugin code goes to $XDG_CACHE_HOME/decoy/plugins = /var/cache/decoy/plugins:
 # mount a volume at /var/cache/decoy to keep it between containers.

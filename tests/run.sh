@@ -176,9 +176,9 @@ else
 fi
 
 log "the container image: built, started with the example mappings, checked, stopped"
-# The debug build from above with its glibc libraries, so CI does not build every
-# dependency a second time for the musl target; container/build.sh alone builds the
-# static release image users get.
+# The debug build from above with its shared libraries, so CI does not build every
+# dependency a second time; container/build.sh alone builds the release image users
+# get, staged the same way.
 DECOY_CONTAINER_BINARY=target/debug/decoy tests/container/run.sh
 
 log "all tests passed"

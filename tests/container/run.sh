@@ -110,7 +110,7 @@ ok "stop sends SIGTERM to PID 1, which drains and exits 0"
 p2=$(free_port)
 b=decoy-test-$$-args
 names+=("$b")
-"${engine[@]}" run -d --name "$b" "${run_opts[@]}" \
+"${engine[@]}" run -d --name "$b" "${run_opts[@]}" --add-host upstream.decoy.invalid:127.0.0.1 \
   -v "$PWD/mappings:/home/wiremock:ro" \
   -e WIREMOCK_OPTIONS="--port 1 --verbose" "$tag" --port "$p2" --global-response-templating >/dev/null
 wait_up "$p2"
@@ -138,6 +138,23 @@ curl -fsS -X POST "http://127.0.0.1:$p2/__admin/mappings" -H 'Content-Type: appl
 body=$(curl -fsS "http://127.0.0.1:$p2/tpl")
 [ "$body" = "path=/tpl" ] || fail "--global-response-templating: /tpl answered '$body'"
 ok "--global-response-templating given as an argument templates every stub"
+# A host name from /etc/hosts (--add-host, as compose's extra_hosts): a stub proxying
+# to it reaches a plain Python server on the host's network. The name is under
+# .invalid, which DNS never resolves: without the image's nsswitch.conf glibc would ask
+# DNS first and stop at its "no such name".
+up=$(free_port)
+web=$(mktemp -d)
+echo "served by the host" >"$web/upstream.txt"
+python3 -m http.server "$up" --bind 127.0.0.1 --directory "$web" >/dev/null 2>&1 &
+web_pid=$!
+for _ in $(seq 1 50); do curl -fsS "http://127.0.0.1:$up/upstream.txt" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS -X POST "http://127.0.0.1:$p2/__admin/mappings" -H 'Content-Type: application/json' \
+  -d "{\"request\": {\"urlPath\": \"/upstream.txt\"}, \"response\": {\"proxyBaseUrl\": \"http://upstream.decoy.invalid:$up\"}}" >/dev/null
+body=$(curl -sS "http://127.0.0.1:$p2/upstream.txt")
+kill "$web_pid" 2>/dev/null || true
+rm -rf "$web"
+[ "$body" = "served by the host" ] || fail "a stub proxying to http://upstream.decoy.invalid:$up answered '$body'"
+ok "a proxied stub reaches http://upstream.decoy.invalid:$up (a name from /etc/hosts)"
 "${engine[@]}" stop -t 10 "$b" >/dev/null
 code=$("${engine[@]}" inspect --format '{{.State.ExitCode}}' "$b")
 [ "$code" = 0 ] || fail "stop ended the second container with exit code $code"
