@@ -16,6 +16,7 @@ report), and the admin API (mappings, journal). Needs wrk; every request goes to
 """
 import json
 import pathlib
+import shutil
 import sys
 import tempfile
 
@@ -79,6 +80,7 @@ def main():
             print(f"trained: {path} for {seconds} s", flush=True)
     finally:
         server.stop()  # SIGTERM: a graceful stop, which writes the profile
+        shutil.rmtree(base, ignore_errors=True)
     if server.proc.returncode != 0:
         sys.exit(f"the instrumented decoy exited with {server.proc.returncode}: its profile may be incomplete")
 

@@ -33,8 +33,9 @@ use std::sync::Arc;
 use crate::mapping::load;
 use crate::paths;
 
-/// How many numbered names (`-2` ... `-1000`) a new file may try before giving up.
-const MAX_NUMBER: u32 = 1000;
+/// How many numbered names (`-2` ... `-1000`) a new file may try before giving up
+/// (also the MQ recorder's limit).
+pub const MAX_NUMBER: u32 = 1000;
 
 /// Why a persistent stub's file in `mappings/` was not written or deleted. What
 /// happened in memory is said by the operation that returns it.

@@ -14,7 +14,7 @@ use super::spec::{RecordSpec, ReplyMode, Route};
 use crate::config::Correlation;
 use crate::transport::{Destination, Message};
 use decoy_core::recording::{body_extension, request_body_pattern};
-use decoy_core::stub_files::{create_exclusively, numbered};
+use decoy_core::stub_files::{MAX_NUMBER, create_exclusively, numbered};
 
 /// Reply properties not written: ones the serving side sets itself from the
 /// reply's correlation id (a NATS header).
@@ -171,7 +171,6 @@ fn place(
     body_file: Option<&BodyFile>,
     mapping: impl Fn(Option<&str>) -> Result<String, String>,
 ) -> Result<PathBuf, String> {
-    const MAX_NUMBER: u32 = 1000;
     let taken = |p: &Path| std::fs::symlink_metadata(p).is_ok();
     let exists = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
     let cannot = |p: &Path, e: std::io::Error| format!("cannot write {}: {e}", p.display());
